@@ -1,0 +1,73 @@
+"""Where a repository lives: the object store, ref store and commit index of one location.
+
+``open_backend("memory://")`` keeps everything in this process; any other location is a
+path to the embedded default, one SQLite file holding all three.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from snapvc.refs.base import RefStore
+from snapvc.refs.memory import MemoryRefStore
+from snapvc.refs.sqlite import SqliteRefStore
+from snapvc.store.base import ObjectStore
+from snapvc.store.commit_index import CommitIndex, MemoryCommitIndex, SqliteCommitIndex
+from snapvc.store.memory import MemoryObjectStore
+from snapvc.store.sqlite import SqliteFile, SqliteObjectStore
+
+__all__ = ["Backend", "open_backend", "MEMORY_URL"]
+
+MEMORY_URL = "memory://"
+
+
+@dataclass
+class Backend:
+    location: str
+    objects: ObjectStore  # the raw backend: frames in, frames out
+    refs: RefStore
+    commits: CommitIndex
+    file: SqliteFile | None = None
+    _lock: Any = None
+
+    def __post_init__(self) -> None:
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One atomic write (SQLite) or one locked section (memory)."""
+        if self.file is not None:
+            with self.file.transaction():
+                yield
+        else:
+            with self._lock:
+                yield
+
+    def close(self) -> None:
+        self.refs.close()
+        self.objects.close()
+        if self.file is not None:
+            self.file.close()
+
+
+def open_backend(location: str | os.PathLike[str], *, create: bool = True, durability: str = "normal",
+                 clock: Callable[[], float] | None = None) -> Backend:
+    kw = {"clock": clock} if clock is not None else {}
+    text = os.fspath(location)
+    if text == MEMORY_URL or text.startswith(MEMORY_URL):
+        return Backend(MEMORY_URL, MemoryObjectStore(**kw), MemoryRefStore(**kw), MemoryCommitIndex())
+    if "://" in text:
+        scheme = text.split("://", 1)[0]
+        raise ValueError(f"unsupported repository location {text!r}: scheme {scheme!r} is not known (use a file path or memory://)")
+    file = SqliteFile(Path(text), create=create, durability=durability)
+    try:
+        return Backend(text, SqliteObjectStore(file, **kw), SqliteRefStore(file, **kw), SqliteCommitIndex(file), file)
+    except BaseException:
+        file.close()
+        raise

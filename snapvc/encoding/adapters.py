@@ -1,0 +1,133 @@
+"""Adapters: how values that are not plain data (dataclasses, pydantic models, your own
+classes) are stored and rebuilt.
+
+A typed value is stored as its type's *name* plus a dict of fields, each field encoded
+like any other value (so a large field is chunked and deduplicated as usual).
+
+- **dataclasses** and **pydantic models** need no registration: they are stored under
+  ``"module:QualName"``. To rebuild one, its class must be registered or its module must
+  already be imported (snapvc never imports modules while reading: reading is not code
+  execution). The fields are set directly, without running ``__init__`` or validation,
+  so the value comes back exactly as it was stored.
+- **any other class**: ``register_type(cls, to_fields, from_fields, name=...)``.
+
+Nothing is ever pickled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from snapvc.errors import UnknownTypeError
+
+__all__ = ["TypeAdapter", "register_type", "adapter_for_value", "adapter_for_name"]
+
+
+@dataclass(frozen=True, slots=True)
+class TypeAdapter:
+    name: str
+    cls: type
+    to_fields: Callable[[Any], dict[str, Any]]
+    from_fields: Callable[[dict[str, Any]], Any]
+
+
+_by_type: dict[type, TypeAdapter] = {}
+_by_name: dict[str, TypeAdapter] = {}
+
+
+def _type_name(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def register_type(
+    cls: type,
+    to_fields: Callable[[Any], dict[str, Any]] | None = None,
+    from_fields: Callable[[dict[str, Any]], Any] | None = None,
+    *,
+    name: str | None = None,
+) -> TypeAdapter:
+    """Teach snapvc to store instances of ``cls``.
+
+    ``to_fields(obj)`` returns a dict of str keys to storable values; ``from_fields(d)``
+    rebuilds the object. For dataclasses and pydantic models both may be omitted. ``name``
+    is what is stored (default ``"module:QualName"``): keep it stable once data exists.
+    """
+    auto = _automatic_adapter(cls)
+    if to_fields is None or from_fields is None:
+        if auto is None:
+            raise TypeError(f"{cls!r} is not a dataclass or pydantic model: give to_fields and from_fields")
+        to_fields = to_fields or auto.to_fields
+        from_fields = from_fields or auto.from_fields
+    adapter = TypeAdapter(name or _type_name(cls), cls, to_fields, from_fields)
+    _by_type[cls] = adapter
+    _by_name[adapter.name] = adapter
+    return adapter
+
+
+def _is_pydantic_model(cls: type) -> bool:
+    return any(base.__module__.startswith("pydantic") and base.__name__ == "BaseModel" for base in cls.__mro__[1:])
+
+
+def _automatic_adapter(cls: type) -> TypeAdapter | None:
+    if dataclasses.is_dataclass(cls):
+        names = tuple(f.name for f in dataclasses.fields(cls))
+
+        def dc_to(obj: Any) -> dict[str, Any]:
+            return {n: getattr(obj, n) for n in names}
+
+        def dc_from(values: dict[str, Any]) -> Any:
+            obj = object.__new__(cls)
+            for n, v in values.items():
+                object.__setattr__(obj, n, v)
+            return obj
+
+        return TypeAdapter(_type_name(cls), cls, dc_to, dc_from)
+    if _is_pydantic_model(cls):
+        names = tuple(cls.model_fields)  # type: ignore[attr-defined]
+
+        def pd_to(obj: Any) -> dict[str, Any]:
+            return {n: getattr(obj, n) for n in names}
+
+        def pd_from(values: dict[str, Any]) -> Any:
+            return cls.model_construct(**values)  # type: ignore[attr-defined]
+
+        return TypeAdapter(_type_name(cls), cls, pd_to, pd_from)
+    return None
+
+
+def adapter_for_value(value: Any) -> TypeAdapter | None:
+    """The adapter that stores ``value``, or None if its type has none."""
+    cls = type(value)
+    adapter = _by_type.get(cls)
+    if adapter is None:
+        adapter = _automatic_adapter(cls)
+        if adapter is not None:
+            _by_type[cls] = adapter
+            _by_name.setdefault(adapter.name, adapter)
+    return adapter
+
+
+def adapter_for_name(name: str) -> TypeAdapter:
+    """The adapter that rebuilds values stored under ``name``; ``UnknownTypeError`` if none."""
+    adapter = _by_name.get(name)
+    if adapter is not None:
+        return adapter
+    module_name, _, qualname = name.partition(":")
+    module = sys.modules.get(module_name)  # already imported only: reading never imports code
+    if module is not None and qualname:
+        obj: Any = module
+        for part in qualname.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                break
+        if isinstance(obj, type):
+            auto = _automatic_adapter(obj)
+            if auto is not None and auto.name == name:
+                _by_type.setdefault(obj, auto)
+                _by_name[name] = auto
+                return auto
+    raise UnknownTypeError(name)

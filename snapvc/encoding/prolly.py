@@ -1,0 +1,120 @@
+"""Content-defined node boundaries for large maps, lists and chunk lists (prolly trees).
+
+A node ends after an entry whose 32-bit hash falls below ``size * 2**32 / TARGET_NODE_BYTES``:
+each entry closes its node with a probability proportional to its size, so nodes hold
+about ``TARGET_NODE_BYTES`` whatever the entries are, and a boundary depends only on the
+entry itself (its key for maps, its encoding for lists, the child id for inner nodes).
+A node is also closed once it reaches ``MAX_NODE_BYTES``. Because of that, the same
+entries always give the same nodes, whatever the edit history, and an edit only rewrites
+the nodes it touches: ``plan_level`` reuses every old node whose entries are unchanged.
+"""
+
+from __future__ import annotations
+
+import zlib
+from bisect import bisect_right
+from collections.abc import Callable
+from typing import Any, Final, NamedTuple
+
+from snapvc.encoding.values import REF_PREFIX
+
+__all__ = ["TARGET_NODE_BYTES", "MAX_NODE_BYTES", "NodeRec", "Level", "plan_level", "entry_hash", "common_prefix"]
+
+TARGET_NODE_BYTES: Final = 512
+MAX_NODE_BYTES: Final = 16 * TARGET_NODE_BYTES
+_MIX: Final = 0x9E3779B1
+
+
+class NodeRec(NamedTuple):
+    """One node of a level: entries ``[start, end)``; ``closed`` if it ended at a boundary
+    (not at the end of the input); ``ref`` its reference encoding once stored."""
+
+    start: int
+    end: int
+    closed: bool
+    ref: bytes
+    count: int
+    first: Any
+
+
+class Level(NamedTuple):
+    entries: list[Any]
+    nodes: list[NodeRec]
+
+
+def entry_hash(enc: bytes) -> int:
+    """A 32-bit boundary hash of an encoding: the id's bytes for a reference, else a mixed CRC."""
+    if enc.startswith(REF_PREFIX):
+        return int.from_bytes(enc[3:7], "little")
+    return (zlib.crc32(enc) * _MIX) & 0xFFFFFFFF
+
+
+def common_prefix(a: list[Any], b: list[Any]) -> int:
+    """Length of the longest common prefix of two lists (C-speed slice comparisons)."""
+    m = min(len(a), len(b))
+    if a[:m] == b[:m]:
+        return m
+    lo, hi = 0, m  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def plan_level(
+    entries: list[Any],
+    hash_size: Callable[[Any], tuple[int, int]],
+    first_of: Callable[[Any], Any],
+    old: Level | None,
+) -> list[NodeRec | tuple[int, int, bool]]:
+    """Split ``entries`` into nodes, reusing the nodes of ``old`` wherever entries are unchanged.
+
+    Returns, in order, reused ``NodeRec``s (shifted to their new positions) and
+    ``(start, end, closed)`` for each node that must be built.
+    """
+    n = len(entries)
+    out: list[NodeRec | tuple[int, int, bool]] = []
+    i = 0
+    by_first: dict[Any, NodeRec] | None = None
+    old_entries: list[Any] = []
+    if old is not None:
+        old_entries, old_nodes = old
+        p = common_prefix(entries, old_entries)
+        k = bisect_right(old_nodes, p, key=lambda nd: nd.end)
+        if k and not old_nodes[k - 1].closed and not (p == n and old_nodes[k - 1].end == n):
+            k -= 1
+        out.extend(old_nodes[:k])
+        i = old_nodes[k - 1].end if k else 0
+        if i >= n:
+            return out
+        by_first = {first_of(old_entries[nd.start]): nd for nd in old_nodes[k:]}
+    old_n = len(old_entries)
+    target = TARGET_NODE_BYTES
+    cap = MAX_NODE_BYTES
+    while i < n:
+        if by_first:
+            cand = by_first.get(first_of(entries[i]))
+            if cand is not None:
+                length = cand.end - cand.start
+                if (cand.closed or (i + length == n and cand.end == old_n)) and entries[i : i + length] == old_entries[
+                    cand.start : cand.end
+                ]:
+                    out.append(NodeRec(i, i + length, cand.closed, cand.ref, cand.count, cand.first))
+                    i += length
+                    continue
+        j = i
+        size = 0
+        closed = False
+        while j < n:
+            h, s = hash_size(entries[j])
+            size += s
+            j += 1
+            if h * target < (s << 32) or size >= cap:
+                closed = True
+                break
+        out.append((i, j, closed))
+        i = j
+    return out

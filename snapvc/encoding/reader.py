@@ -1,0 +1,310 @@
+"""Objects → values: full materialization and lazy, read-only views.
+
+``Loader.materialize(oid)`` rebuilds a value as fresh Python objects (a deep copy the
+caller may mutate); it fetches the objects level by level in batches. ``Loader.view``
+returns a lazy ``MapView``/``SeqView`` that loads only the objects on the path it is
+asked for, so reading one message of a long history reads a handful of objects.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import accumulate
+from threading import Lock
+from typing import Any, overload
+
+import msgpack
+
+from snapvc.encoding.adapters import adapter_for_name
+from snapvc.encoding.values import EXT_REF, ext_hook
+from snapvc.errors import CorruptObjectError, ObjectNotFoundError, SnapvcError
+from snapvc.ids import ObjectId
+from snapvc.objects import BLOB, MAP, SEQ, TEXT, split_object
+
+__all__ = ["Loader", "MapView", "SeqView"]
+
+TAG_TUPLE = 1
+TAG_STR = 0
+
+
+class ObjectCache:
+    """A byte-bounded LRU of canonical object bytes by id (objects are immutable)."""
+
+    def __init__(self, max_bytes: int = 64 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._data: OrderedDict[ObjectId, bytes] = OrderedDict()
+        self._size = 0
+        self._lock = Lock()
+
+    def get(self, oid: ObjectId) -> bytes | None:
+        with self._lock:
+            data = self._data.get(oid)
+            if data is not None:
+                self._data.move_to_end(oid)
+            return data
+
+    def put(self, oid: ObjectId, data: bytes) -> None:
+        if len(data) > self.max_bytes // 8:
+            return
+        with self._lock:
+            if oid in self._data:
+                return
+            self._data[oid] = data
+            self._size += len(data)
+            while self._size > self.max_bytes:
+                _, old = self._data.popitem(last=False)
+                self._size -= len(old)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self._size = 0
+
+
+class Loader:
+    """Reads objects through ``get_many`` (the verified store) and an ``ObjectCache``."""
+
+    def __init__(self, get_many: Callable[[list[ObjectId]], dict[ObjectId, bytes]], cache: ObjectCache) -> None:
+        self._get_many = get_many
+        self.cache = cache
+        self.objects_read = 0  # fetched from the store (cache misses), for tests and stats
+
+    # -- fetching -----------------------------------------------------------------------
+
+    def fetch_many(self, ids: list[ObjectId]) -> dict[ObjectId, bytes]:
+        out: dict[ObjectId, bytes] = {}
+        missing: list[ObjectId] = []
+        cache = self.cache
+        for oid in ids:
+            data = cache.get(oid)
+            if data is None:
+                missing.append(oid)
+            else:
+                out[oid] = data
+        if missing:
+            found = self._get_many(missing)
+            self.objects_read += len(found)
+            for oid in missing:
+                data = found.get(oid)
+                if data is None:
+                    raise ObjectNotFoundError(oid, "referenced by the state being read; run fsck")
+                cache.put(oid, data)
+                out[oid] = data
+        return out
+
+    def fetch(self, oid: ObjectId) -> bytes:
+        return self.fetch_many([oid])[oid]
+
+    def node(self, oid: ObjectId) -> tuple[int, Any]:
+        """``(kind, decoded payload)`` of one object."""
+        return _decode(oid, self.fetch(oid))
+
+    # -- materialization ----------------------------------------------------------------
+
+    def materialize(self, oid: ObjectId) -> Any:
+        """The value stored under ``oid`` as fresh Python objects."""
+        decoded: dict[ObjectId, tuple[int, Any]] = {}
+        raw: dict[ObjectId, bytes] = {}
+        frontier = [oid]
+        while frontier:
+            found = self.fetch_many(frontier)
+            refs: list[ObjectId] = []
+            for fid in frontier:
+                data = found[fid]
+                raw[fid] = data
+                kind, node = _decode(fid, data, refs)
+                decoded[fid] = (kind, node)
+            frontier = list(dict.fromkeys(r for r in refs if r not in decoded))
+        return _Builder(decoded, raw).build(oid)
+
+    def view(self, oid: ObjectId) -> Any:
+        """A lazy view of a MAP or SEQ object, the value itself for anything else."""
+        kind, node = self.node(oid)
+        if kind == MAP and not isinstance(node[0], str):
+            return MapView(self, oid, node)
+        if kind == SEQ:
+            return SeqView(self, oid, node)
+        return self.materialize(oid)
+
+    def value_of(self, v: Any) -> Any:
+        """An entry read from a node: lazy for a map or list child, else the value."""
+        return self.view(v) if type(v) is ObjectId else v
+
+
+def _decode(oid: ObjectId, data: bytes, refs: list[ObjectId] | None = None) -> tuple[int, Any]:
+    kind, payload = split_object(oid, data)
+    if kind == BLOB:
+        return kind, payload
+    if refs is None:
+        hook = ext_hook
+    else:
+        def hook(code: int, ext: bytes) -> Any:
+            value = ext_hook(code, ext)
+            if code == EXT_REF:
+                refs.append(value)
+            return value
+    try:
+        node = msgpack.unpackb(payload, ext_hook=hook, raw=False)
+    except SnapvcError:
+        raise
+    except Exception as exc:
+        raise CorruptObjectError(oid, f"cannot decode {kind:#04x} payload: {exc}") from None
+    if type(node) is not list or len(node) < 3:
+        raise CorruptObjectError(oid, "node payload is not a [type, level, ...] array")
+    return kind, node
+
+
+class _Builder:
+    """Assembles decoded nodes into values; a node used twice is decoded afresh so no
+    two places in the result share a mutable object."""
+
+    def __init__(self, decoded: dict[ObjectId, tuple[int, Any]], raw: dict[ObjectId, bytes]) -> None:
+        self.decoded = decoded
+        self.raw = raw
+
+    def _take(self, oid: ObjectId) -> tuple[int, Any]:
+        got = self.decoded.pop(oid, None)
+        if got is None:
+            return _decode(oid, self.raw[oid])
+        return got
+
+    def build(self, oid: ObjectId) -> Any:
+        kind, node = self._take(oid)
+        if kind == MAP:
+            out: dict[str, Any] = {}
+            self._map_into(node, out)
+            tag = node[0]
+            return out if tag == 0 else adapter_for_name(tag).from_fields(out)
+        if kind == SEQ:
+            items: list[Any] = []
+            self._seq_into(node, items)
+            return tuple(items) if node[0] == TAG_TUPLE else items
+        if kind == TEXT:
+            parts: list[bytes] = []
+            self._text_into(node, parts)
+            data = b"".join(parts)
+            if node[0] == TAG_STR:
+                try:
+                    return data.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise CorruptObjectError(oid, f"text is not valid UTF-8: {exc}") from None
+            return data
+        if kind == BLOB:
+            return node
+        raise CorruptObjectError(oid, f"a {kind:#04x} object cannot be a value")
+
+    def _map_into(self, node: list[Any], out: dict[str, Any]) -> None:
+        if node[1] == 0:
+            _, _, keys, vals = node
+            build = self.build
+            out.update(zip(keys, [build(v) if type(v) is ObjectId else v for v in vals]))
+        else:
+            for child in node[3]:
+                self._map_into(self._take(child)[1], out)
+
+    def _seq_into(self, node: list[Any], items: list[Any]) -> None:
+        if node[1] == 0:
+            build = self.build
+            items.extend([build(v) if type(v) is ObjectId else v for v in node[2]])
+        else:
+            for child in node[2]:
+                self._seq_into(self._take(child)[1], items)
+
+    def _text_into(self, node: list[Any], parts: list[bytes]) -> None:
+        if node[1] == 0:
+            for piece in node[2]:
+                parts.append(self._take(piece)[1] if type(piece) is ObjectId else piece)
+        else:
+            for child in node[2]:
+                self._text_into(self._take(child)[1], parts)
+
+
+class MapView(Mapping[str, Any]):
+    """A read-only, lazy dict over a stored map: a key's lookup loads only its path."""
+
+    def __init__(self, loader: Loader, oid: ObjectId, node: list[Any]) -> None:
+        self._loader = loader
+        self.id = oid
+        self._node = node
+
+    def _leaf_for(self, key: str) -> list[Any] | None:
+        node = self._node
+        while node[1] > 0:
+            i = bisect_right(node[2], key) - 1
+            if i < 0:
+                return None
+            node = self._loader.node(node[3][i])[1]
+        return node
+
+    def __getitem__(self, key: str) -> Any:
+        if type(key) is not str:
+            raise KeyError(key)
+        leaf = self._leaf_for(key)
+        if leaf is not None:
+            keys = leaf[2]
+            i = bisect_right(keys, key) - 1
+            if i >= 0 and keys[i] == key:
+                return self._loader.value_of(leaf[3][i])
+        raise KeyError(key)
+
+    def _leaves(self, node: list[Any]) -> Iterator[list[Any]]:
+        if node[1] == 0:
+            yield node
+        else:
+            for child in node[3]:
+                yield from self._leaves(self._loader.node(child)[1])
+
+    def __iter__(self) -> Iterator[str]:
+        for leaf in self._leaves(self._node):
+            yield from leaf[2]
+
+    def __len__(self) -> int:
+        return len(self._node[2]) if self._node[1] == 0 else sum(self._node[4])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole map as a fresh dict."""
+        return self._loader.materialize(self.id)
+
+    def __repr__(self) -> str:
+        return f"<MapView {self.id.short} with {len(self)} keys>"
+
+
+class SeqView(Sequence[Any]):
+    """A read-only, lazy list over a stored list or tuple: ``view[i]`` loads only its path."""
+
+    def __init__(self, loader: Loader, oid: ObjectId, node: list[Any]) -> None:
+        self._loader = loader
+        self.id = oid
+        self._node = node
+
+    def __len__(self) -> int:
+        return len(self._node[2]) if self._node[1] == 0 else sum(self._node[3])
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        n = len(self)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError(f"index {index} out of range for a list of {n}")
+        node = self._node
+        while node[1] > 0:
+            starts = list(accumulate(node[3], initial=0))
+            i = bisect_right(starts, index) - 1
+            index -= starts[i]
+            node = self._loader.node(node[2][i])[1]
+        return self._loader.value_of(node[2][index])
+
+    def to_list(self) -> list[Any] | tuple[Any, ...]:
+        return self._loader.materialize(self.id)
+
+    def __repr__(self) -> str:
+        return f"<SeqView {self.id.short} of {len(self)} items>"

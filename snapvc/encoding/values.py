@@ -1,0 +1,159 @@
+"""Inline value encoding: msgpack plus a fixed set of extension types.
+
+Plain data maps onto msgpack directly (None, bool, int within 64 bits, float64, str,
+bytes, arrays, maps with str keys sorted by code point). Everything else that snapvc
+stores exactly is an extension type, whose codes are part of the format:
+
+====  ===========  =====================================================
+code  name         data
+====  ===========  =====================================================
+0     REF          32-byte ObjectId of a child object (only as a node entry)
+1     TUPLE        msgpack array of the elements
+2     BIGINT       two's-complement big-endian bytes of an int beyond 64 bits
+3     DATETIME     msgpack ``[isoformat, zone key or nil]``
+4     DATE         isoformat
+5     TIME         msgpack ``[isoformat, zone key or nil]``
+6     TIMEDELTA    msgpack ``[days, seconds, microseconds]``
+7     UUID         16 bytes
+8     DECIMAL      ``str(decimal)`` (exact, incl. NaN, -0, exponent)
+9     TYPED        msgpack ``[type name, fields map]`` (see ``adapters``)
+====  ===========  =====================================================
+
+NaN is stored as the one canonical quiet NaN, so equal states hash equal.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+from decimal import Decimal
+from typing import Any, Final
+from zoneinfo import ZoneInfo
+
+import msgpack
+
+from snapvc.encoding.adapters import adapter_for_name
+from snapvc.ids import ObjectId
+
+__all__ = [
+    "EXT_REF",
+    "REF_PREFIX",
+    "ref_encoding",
+    "is_ref",
+    "array_header",
+    "map_header",
+    "new_packer",
+    "decode_inline",
+    "ext_hook",
+]
+
+EXT_REF: Final = 0
+EXT_TUPLE: Final = 1
+EXT_BIGINT: Final = 2
+EXT_DATETIME: Final = 3
+EXT_DATE: Final = 4
+EXT_TIME: Final = 5
+EXT_TIMEDELTA: Final = 6
+EXT_UUID: Final = 7
+EXT_DECIMAL: Final = 8
+EXT_TYPED: Final = 9
+
+# msgpack "ext 8" header for 32 bytes of type 0: every reference starts with these bytes.
+REF_PREFIX: Final = b"\xc7\x20\x00"
+INT_MIN: Final = -(1 << 63)
+INT_LIMIT: Final = 1 << 64
+
+_ARRAY_SMALL = [bytes((0x90 | n,)) for n in range(16)]
+_MAP_SMALL = [bytes((0x80 | n,)) for n in range(16)]
+
+
+def array_header(n: int) -> bytes:
+    if n < 16:
+        return _ARRAY_SMALL[n]
+    if n < 0x10000:
+        return b"\xdc" + n.to_bytes(2, "big")
+    return b"\xdd" + n.to_bytes(4, "big")
+
+
+def map_header(n: int) -> bytes:
+    if n < 16:
+        return _MAP_SMALL[n]
+    if n < 0x10000:
+        return b"\xde" + n.to_bytes(2, "big")
+    return b"\xdf" + n.to_bytes(4, "big")
+
+
+def ref_encoding(oid: bytes) -> bytes:
+    return REF_PREFIX + oid
+
+
+def is_ref(enc: bytes) -> bool:
+    return enc.startswith(REF_PREFIX)
+
+
+def new_packer() -> msgpack.Packer:
+    """A packer for scalars and extension types (not thread-safe: one per encoder)."""
+    return msgpack.Packer(use_bin_type=True, autoreset=True)
+
+
+def _zone_key(tz: _dt.tzinfo | None) -> str | None:
+    return tz.key if isinstance(tz, ZoneInfo) else None
+
+
+def ext_payload_for(value: Any, pack: Any) -> tuple[int, bytes] | None:
+    """The (code, data) of a scalar extension type for ``value``, or None if it is not one."""
+    t = type(value)
+    if t is int:
+        length = (value.bit_length() + 8) // 8
+        return EXT_BIGINT, value.to_bytes(length, "big", signed=True)
+    if t is _dt.datetime:
+        return EXT_DATETIME, pack([value.isoformat(), _zone_key(value.tzinfo)])
+    if t is _dt.date:
+        return EXT_DATE, value.isoformat().encode()
+    if t is _dt.time:
+        return EXT_TIME, pack([value.isoformat(), _zone_key(value.tzinfo)])
+    if t is _dt.timedelta:
+        return EXT_TIMEDELTA, pack([value.days, value.seconds, value.microseconds])
+    if t is uuid.UUID:
+        return EXT_UUID, value.bytes
+    if t is Decimal:
+        return EXT_DECIMAL, str(value).encode()
+    return None
+
+
+def _with_zone(value: Any, key: str | None) -> Any:
+    return value.replace(tzinfo=ZoneInfo(key)) if key is not None else value
+
+
+def ext_hook(code: int, data: bytes) -> Any:
+    """Turns extension types back into values; a REF becomes its ``ObjectId``."""
+    if code == EXT_REF:
+        return ObjectId(data)
+    if code == EXT_TUPLE:
+        return tuple(msgpack.unpackb(data, ext_hook=ext_hook, raw=False))
+    if code == EXT_BIGINT:
+        return int.from_bytes(data, "big", signed=True)
+    if code == EXT_DATETIME:
+        iso, key = msgpack.unpackb(data, raw=False)
+        return _with_zone(_dt.datetime.fromisoformat(iso), key)
+    if code == EXT_DATE:
+        return _dt.date.fromisoformat(data.decode())
+    if code == EXT_TIME:
+        iso, key = msgpack.unpackb(data, raw=False)
+        return _with_zone(_dt.time.fromisoformat(iso), key)
+    if code == EXT_TIMEDELTA:
+        days, seconds, micros = msgpack.unpackb(data)
+        return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
+    if code == EXT_UUID:
+        return uuid.UUID(bytes=data)
+    if code == EXT_DECIMAL:
+        return Decimal(data.decode())
+    if code == EXT_TYPED:
+        name, fields = msgpack.unpackb(data, ext_hook=ext_hook, raw=False)
+        return adapter_for_name(name).from_fields(fields)
+    raise ValueError(f"unknown extension type {code}")
+
+
+def decode_inline(data: bytes) -> Any:
+    """Decode msgpack bytes written by the encoder (node payloads, inline values)."""
+    return msgpack.unpackb(data, ext_hook=ext_hook, raw=False)

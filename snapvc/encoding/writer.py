@@ -1,0 +1,597 @@
+"""Value → objects: the encoder that turns an agent's state into content-addressed objects.
+
+Rules (all of them functions of the value alone, so the same state always gives the
+same root id, whatever the dict insertion order or edit history):
+
+- scalars, and str/bytes up to ``INLINE_STR_MAX`` bytes, are inline in their parent;
+- longer str/bytes become a TEXT object; beyond ``CHUNK_THRESHOLD`` bytes they are cut
+  into content-defined chunks (FastCDC), each a BLOB, so an edit in the middle of a long
+  document stores about one new chunk;
+- a dict, list or tuple whose encoding is at most ``INLINE_NODE_MAX`` bytes and holds no
+  reference is inline; otherwise it is a MAP or SEQ object; beyond
+  ``SINGLE_NODE_ENTRIES`` entries it is a prolly tree (``snapvc.encoding.prolly``).
+
+Commit cost follows what changed. The encoder keeps, per container object it has seen,
+a shallow snapshot of its contents (which objects it held, by identity) and what it
+encoded to. When the next state holds the same container with the same contents, its
+encoding is reused without re-serializing or re-hashing anything below it; a changed
+list or map re-encodes only its changed entries and rebuilds only the tree nodes they
+touch. Containers mutated in place are detected by the snapshot check, so reuse is
+always safe.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+from decimal import Decimal
+from itertools import chain, count
+from operator import is_
+from typing import Any, Final
+
+from pyfastcdc import FastCDC
+
+from snapvc.encoding.adapters import adapter_for_value
+from snapvc.encoding.prolly import Level, NodeRec, entry_hash, plan_level
+from snapvc.encoding.values import (
+    EXT_TUPLE,
+    EXT_TYPED,
+    INT_LIMIT,
+    INT_MIN,
+    REF_PREFIX,
+    array_header,
+    ext_payload_for,
+    map_header,
+    new_packer,
+)
+from snapvc.errors import UnsupportedValueError
+from snapvc.ids import ObjectId
+from snapvc.objects import BLOB, MAP, SEQ, TEXT, object_bytes
+
+import msgpack
+
+__all__ = ["Encoder", "EncodeCache", "INLINE_STR_MAX", "CHUNK_THRESHOLD", "INLINE_NODE_MAX", "SINGLE_NODE_ENTRIES"]
+
+INLINE_STR_MAX: Final = 2048
+CHUNK_THRESHOLD: Final = 8192
+INLINE_NODE_MAX: Final = 256
+SINGLE_NODE_ENTRIES: Final = 64
+CDC_AVG: Final = 4096
+
+# Container type tags stored in node payloads.
+TAG_DICT: Final = 0
+TAG_LIST: Final = 0
+TAG_TUPLE: Final = 1
+TAG_STR: Final = 0
+TAG_BYTES: Final = 1
+
+_chunker = FastCDC(avg_size=CDC_AVG)
+_SCALAR_EXT_TYPES = (_dt.datetime, _dt.date, _dt.time, _dt.timedelta, uuid.UUID, Decimal)
+_NAN_ENC: Final = msgpack.packb(float("nan"))
+_runs = count(1)
+
+
+class _Deep:
+    """A flat snapshot of every mutable container below a container: which objects each
+    held, by identity. Checking it is a few C-speed passes, so a list of a thousand
+    message dicts is confirmed unchanged without visiting each in Python."""
+
+    __slots__ = ("dicts", "dlens", "keys", "vals", "seqs", "slens", "items")
+
+    def __init__(self) -> None:
+        self.dicts: list[dict[str, Any]] = []
+        self.dlens: list[int] = []
+        self.keys: list[Any] = []
+        self.vals: list[Any] = []
+        self.seqs: list[Any] = []
+        self.slens: list[int] = []
+        self.items: list[Any] = []
+
+    def copy(self) -> _Deep:
+        other = _Deep()
+        other.dicts, other.dlens, other.keys, other.vals = self.dicts[:], self.dlens[:], self.keys[:], self.vals[:]
+        other.seqs, other.slens, other.items = self.seqs[:], self.slens[:], self.items[:]
+        return other
+
+    def add(self, child: Any, below: _Deep) -> None:
+        """Record ``child`` (a dict, list or tuple) and everything below it."""
+        if type(child) is dict:
+            self.dicts.append(child)
+            self.dlens.append(len(child))
+            self.keys.extend(child)
+            self.vals.extend(child.values())
+        else:
+            self.seqs.append(child)
+            self.slens.append(len(child))
+            self.items.extend(child)
+        if below.dicts or below.seqs:
+            self.add_all(below)
+
+    def add_all(self, other: _Deep) -> None:
+        self.dicts += other.dicts
+        self.dlens += other.dlens
+        self.keys += other.keys
+        self.vals += other.vals
+        self.seqs += other.seqs
+        self.slens += other.slens
+        self.items += other.items
+
+    def same(self) -> bool:
+        """True if every recorded container still holds exactly the recorded objects."""
+        return (
+            list(map(len, self.seqs)) == self.slens
+            and list(map(len, self.dicts)) == self.dlens
+            and all(map(is_, chain.from_iterable(self.seqs), self.items))
+            and all(map(is_, chain.from_iterable(self.dicts), self.keys))
+            and all(map(is_, chain.from_iterable(map(dict.values, self.dicts)), self.vals))
+        )
+
+
+_NO_DEEP = _Deep()
+
+
+class _Entry:
+    """What the encoder remembers of one container object between commits."""
+
+    __slots__ = ("obj", "keys", "vals", "enc", "kids", "tree", "entries", "sorted_keys", "sorted_vals", "deep", "gen")
+
+    def __init__(self, obj: Any, keys: tuple[Any, ...] | None, vals: tuple[Any, ...], enc: bytes,
+                 kids: list[tuple[Any, Any, bytes]], tree: list[Level] | None, entries: list[Any]) -> None:
+        self.obj = obj
+        self.keys = keys
+        self.vals = vals
+        self.enc = enc
+        self.kids = kids  # (key or index, child container, its encoding) for every mutable child
+        self.tree = tree  # the prolly levels, for containers large enough to be trees
+        self.entries = entries  # the level-0 entries of the container
+        self.sorted_keys: tuple[str, ...] = ()  # dicts: keys in entry order
+        self.sorted_vals: tuple[Any, ...] = ()  # dicts: values in entry order
+        self.deep: _Deep | None = None  # None when something below cannot be snapshotted (typed values)
+        self.gen = 0  # the encoder run that last confirmed this entry
+
+
+class EncodeCache:
+    """Remembered encodings of the containers of the last committed state (per branch).
+
+    Entries are keyed by ``id(obj)`` and hold a strong reference to ``obj``, so an id is
+    never reused while its entry lives. ``commit()`` keeps what the last encoding used;
+    ``discard()`` forgets what a failed commit added, so the cache never points at
+    objects that were not stored.
+    """
+
+    def __init__(self) -> None:
+        self.old: dict[int, Any] = {}
+        self.new: dict[int, Any] = {}
+
+    def get(self, obj: Any) -> Any:
+        key = id(obj)
+        e = self.new.get(key)
+        if e is None:
+            e = self.old.get(key)
+            if e is None or e.obj is not obj:
+                return None
+            self.new[key] = e
+        elif e.obj is not obj:
+            return None
+        return e
+
+    def put(self, obj: Any, entry: Any) -> None:
+        self.new[id(obj)] = entry
+
+    def commit(self) -> None:
+        self.old = self.new
+        self.new = {}
+
+    def discard(self) -> None:
+        self.new = {}
+
+
+def _map_leaf_hs(entry: tuple[bytes, bytes]) -> tuple[int, int]:
+    k, v = entry
+    return entry_hash(k), len(k) + len(v)
+
+
+def _seq_leaf_hs(entry: bytes) -> tuple[int, int]:
+    return entry_hash(entry), len(entry)
+
+
+def _text_leaf_hs(entry: tuple[bytes, int]) -> tuple[int, int]:
+    return entry_hash(entry[0]), len(entry[0]) + 4
+
+
+def _inner_hs(entry: tuple[Any, ...]) -> tuple[int, int]:
+    ref = entry[-2]
+    return entry_hash(ref), len(ref) + 4 + (len(entry[0]) if len(entry) == 3 else 0)
+
+
+def _first_key(entry: tuple[Any, ...]) -> Any:
+    return entry[0]
+
+
+def _identity(entry: Any) -> Any:
+    return entry
+
+
+class Encoder:
+    """Encodes values into objects, collecting the new objects in ``objects``.
+
+    One encoder serves one commit at a time (it is not thread-safe); the cache passed
+    in carries reusable work from one commit to the next.
+    """
+
+    def __init__(self, cache: EncodeCache | None = None) -> None:
+        self.cache = cache if cache is not None else EncodeCache()
+        self.objects: dict[ObjectId, bytes] = {}
+        self._pack = new_packer().pack
+        self._path: list[Any] = []
+        self._active: set[int] = set()
+        self._gen = next(_runs)
+
+    # -- public -------------------------------------------------------------------------
+
+    def encode_root(self, state: Any) -> ObjectId:
+        """Encode a whole state (a dict with str keys); returns its root object id."""
+        if type(state) is not dict:
+            raise UnsupportedValueError("state", f"the state must be a dict with str keys, got {type(state).__name__}")
+        enc = self._encode_dict(state, force_node=True)
+        return ObjectId(enc[3:])
+
+    def encode_value(self, value: Any) -> bytes:
+        """The encoding of any storable value (inline msgpack or a reference)."""
+        return self._encode(value)
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return "state" + "".join(f"[{p!r}]" for p in self._path)
+
+    def _fail(self, reason: str) -> UnsupportedValueError:
+        return UnsupportedValueError(self._where(), reason)
+
+    def _store(self, kind: int, payload: bytes) -> bytes:
+        oid, data = object_bytes(kind, payload)
+        self.objects[oid] = data
+        return REF_PREFIX + oid
+
+    # -- dispatch -----------------------------------------------------------------------
+
+    def _encode(self, v: Any) -> bytes:
+        t = type(v)
+        if t is str:
+            if len(v) <= 512:  # at most 2048 bytes of UTF-8
+                try:
+                    return self._pack(v)
+                except UnicodeEncodeError:
+                    raise self._fail("str holds a lone surrogate, which is not valid Unicode text") from None
+            return self._encode_long(v, TAG_STR)
+        if t is dict:
+            return self._encode_dict(v)
+        if t is list:
+            return self._encode_seq(v, TAG_LIST)
+        if t is int:
+            if INT_MIN <= v < INT_LIMIT:
+                return self._pack(v)
+            code, data = ext_payload_for(v, self._pack)  # type: ignore[misc]
+            return self._pack(msgpack.ExtType(code, data))
+        if t is float:
+            return self._pack(v) if v == v else _NAN_ENC
+        if v is None or t is bool:
+            return self._pack(v)
+        if t is bytes:
+            if len(v) <= INLINE_STR_MAX:
+                return self._pack(v)
+            return self._encode_long(v, TAG_BYTES)
+        if t is tuple:
+            return self._encode_seq(v, TAG_TUPLE)
+        if t in _SCALAR_EXT_TYPES:
+            code, data = ext_payload_for(v, self._pack)  # type: ignore[misc]
+            return self._pack(msgpack.ExtType(code, data))
+        adapter = adapter_for_value(v)
+        if adapter is not None:
+            return self._encode_typed(v, adapter)
+        raise self._fail(_unsupported_reason(v))
+
+    # -- long str / bytes ---------------------------------------------------------------
+
+    def _encode_long(self, v: str | bytes, tag: int) -> bytes:
+        e = self.cache.get(v)
+        if e is not None:
+            return e.enc
+        if tag == TAG_STR:
+            try:
+                data = v.encode("utf-8")  # type: ignore[union-attr]
+            except UnicodeEncodeError:
+                raise self._fail("str holds a lone surrogate, which is not valid Unicode text") from None
+            if len(data) <= INLINE_STR_MAX:
+                return self._pack(v)
+        else:
+            data = v  # type: ignore[assignment]
+        pack = self._pack
+        if len(data) <= CHUNK_THRESHOLD:
+            enc = self._store(TEXT, array_header(4) + pack(tag) + pack(0) + array_header(1) + pack(data)
+                              + array_header(1) + pack(len(data)))
+        else:
+            view = memoryview(data)
+            entries = [
+                (self._store(BLOB, bytes(view[c.offset : c.offset + c.length])), c.length)
+                for c in _chunker.cut_buf(data)
+            ]
+            enc, _ = self._build(TEXT, tag, entries, _text_leaf_hs, _identity, None)
+        self.cache.put(v, _Entry(v, None, (), enc, [], None, []))
+        return enc
+
+    # -- dicts --------------------------------------------------------------------------
+
+    def _confirmed(self, e: _Entry) -> bool:
+        """True if nothing below ``e``'s container changed since it was encoded (its own
+        shallow contents are checked by the caller)."""
+        if e.gen == self._gen:
+            return True
+        if e.deep is not None:
+            ok = e.deep.same()
+        else:
+            ok = True
+            path = self._path
+            for key, child, enc in e.kids:
+                path.append(key)
+                ok = self._encode(child) == enc
+                path.pop()
+                if not ok:
+                    break
+        if ok:
+            e.gen = self._gen
+        return ok
+
+    def _deep_of(self, kids: list[tuple[Any, Any, bytes]]) -> _Deep | None:
+        deep = _Deep()
+        get = self.cache.get
+        for _, child, _ in kids:
+            if type(child) not in _MUTABLE_CONTAINERS:
+                return None  # a typed value: confirmed through its own entry instead
+            below = get(child).deep
+            if below is None:
+                return None
+            deep.add(child, below)
+        return deep
+
+    def _remember(self, owner: Any, keys: tuple[Any, ...] | None, vals: tuple[Any, ...], enc: bytes,
+                  kids: list[tuple[Any, Any, bytes]], tree: list[Level] | None, entries: list[Any],
+                  deep: _Deep | None | bool = True) -> _Entry:
+        entry = _Entry(owner, keys, vals, enc, kids, tree, entries)
+        entry.deep = self._deep_of(kids) if deep is True else deep  # type: ignore[assignment]
+        entry.gen = self._gen
+        self.cache.put(owner, entry)
+        return entry
+
+    # -- dicts --------------------------------------------------------------------------
+
+    def _encode_dict(self, d: dict[str, Any], force_node: bool = False, tag: Any = TAG_DICT, owner: Any = None) -> bytes:
+        owner = d if owner is None else owner
+        e = self.cache.get(owner)
+        if e is not None:
+            if (
+                len(e.vals) == len(d)
+                and all(map(is_, d.values(), e.vals))
+                and all(map(is_, d, e.keys))  # type: ignore[arg-type]
+                and self._confirmed(e)
+                and (not force_node or e.enc.startswith(REF_PREFIX))
+            ):
+                return e.enc
+        oid = id(owner)
+        if oid in self._active:
+            raise self._fail("the state contains a cycle: this container holds itself")
+        self._active.add(oid)
+        pack = self._pack
+        path = self._path
+        entries: list[tuple[bytes, bytes]] = []
+        kids: list[tuple[Any, Any, bytes]] = []
+        try:
+            try:
+                keys = sorted(d)
+            except TypeError:
+                keys = list(d)
+            # Values identical to the ones encoded last time keep their encodings: an
+            # immutable one as it is, a container if nothing below it changed either.
+            previous: dict[str, Any] = {}
+            below_same = False
+            if e is not None:
+                previous = dict(zip(e.sorted_keys, zip(e.sorted_vals, e.entries)))
+                below_same = e.deep is not None and e.deep.same()
+            for k in keys:
+                if type(k) is not str:
+                    raise self._fail(f"dict key {k!r} is a {type(k).__name__}; keys must be str")
+                v = d[k]
+                t = type(v)
+                before = previous.get(k)
+                if before is not None and before[0] is v and (t in _IMMUTABLE or (below_same and t in _MUTABLE_CONTAINERS)):
+                    entries.append(before[1])
+                    if t in _MUTABLE_CONTAINERS:
+                        kids.append((k, v, before[1][1]))
+                    continue
+                path.append(k)
+                try:
+                    enc = self._encode(v)
+                finally:
+                    path.pop()
+                try:
+                    entries.append((pack(k), enc))
+                except UnicodeEncodeError:
+                    raise self._fail(f"dict key {k!r} holds a lone surrogate, which is not valid Unicode text") from None
+                if t in _MUTABLE_CONTAINERS or (t not in _IMMUTABLE and adapter_for_value(v) is not None):
+                    kids.append((k, v, enc))
+        finally:
+            self._active.discard(oid)
+        n = len(entries)
+        enc = b""
+        tree = None
+        if n <= SINGLE_NODE_ENTRIES and not force_node:
+            body = map_header(n) + b"".join([k + v for k, v in entries])
+            if len(body) <= INLINE_NODE_MAX and REF_PREFIX not in body:
+                enc = body if tag == TAG_DICT else pack(msgpack.ExtType(EXT_TYPED, array_header(2) + pack(tag) + body))
+        if not enc:
+            old_tree = e.tree if e is not None else None
+            old_entries = e.entries if e is not None else None
+            enc, tree = self._build(MAP, tag, entries, _map_leaf_hs, _first_key, old_tree, old_entries)
+        entry = self._remember(owner, tuple(d), tuple(d.values()), enc, kids, tree, entries,
+                               True if owner is d else None)
+        entry.sorted_keys = tuple(keys)
+        entry.sorted_vals = tuple([d[k] for k in keys])
+        return enc
+
+    def _encode_typed(self, v: Any, adapter: Any) -> bytes:
+        try:
+            fields = adapter.to_fields(v)
+        except Exception as exc:  # an adapter's own failure, reported where it happened
+            raise self._fail(f"adapter for {adapter.name!r} failed: {exc}") from exc
+        if type(fields) is not dict:
+            raise self._fail(f"adapter for {adapter.name!r} returned {type(fields).__name__}, not a dict")
+        return self._encode_dict(fields, tag=adapter.name, owner=v)
+
+    # -- lists and tuples ---------------------------------------------------------------
+
+    def _encode_seq(self, s: list[Any] | tuple[Any, ...], tag: int) -> bytes:
+        e = self.cache.get(s)
+        if e is not None and len(e.vals) == len(s) and all(map(is_, s, e.vals)) and self._confirmed(e):
+            return e.enc
+        oid = id(s)
+        if oid in self._active:
+            raise self._fail("the state contains a cycle: this container holds itself")
+        self._active.add(oid)
+        path = self._path
+        encode = self._encode
+        kids: list[tuple[Any, Any, bytes]] = []
+        entries: list[bytes] = []
+        deep: _Deep | None | bool = True
+        try:
+            # The common case is an append: the old elements are still there, unchanged,
+            # and keep their encodings; only the new tail is encoded.
+            reuse = 0
+            if e is not None:
+                old_vals = e.vals
+                m = min(len(old_vals), len(s))
+                if all(map(is_, s[:m], old_vals[:m])) and e.deep is not None and e.deep.same():
+                    reuse = m
+                    entries = e.entries[:m]
+                    kids = [kid for kid in e.kids if kid[0] < m]
+                    if m == len(old_vals):
+                        deep = e.deep.copy()
+            tail_kids_from = len(kids)
+            for i in range(reuse, len(s)):
+                v = s[i]
+                path.append(i)
+                try:
+                    enc = encode(v)
+                finally:
+                    path.pop()
+                entries.append(enc)
+                t = type(v)
+                if t in _MUTABLE_CONTAINERS or (t not in _IMMUTABLE and adapter_for_value(v) is not None):
+                    kids.append((i, v, enc))
+            if isinstance(deep, _Deep):
+                tail = self._deep_of(kids[tail_kids_from:])
+                if tail is None:
+                    deep = None
+                else:
+                    deep.add_all(tail)
+        finally:
+            self._active.discard(oid)
+        n = len(entries)
+        enc = b""
+        tree = None
+        if n <= SINGLE_NODE_ENTRIES:
+            body = array_header(n) + b"".join(entries)
+            if len(body) <= INLINE_NODE_MAX and REF_PREFIX not in body:
+                enc = body if tag == TAG_LIST else self._pack(msgpack.ExtType(EXT_TUPLE, body))
+        if not enc:
+            old_tree = e.tree if e is not None else None
+            old_entries = e.entries if e is not None else None
+            enc, tree = self._build(SEQ, tag, entries, _seq_leaf_hs, _identity, old_tree, old_entries)
+        self._remember(s, None, tuple(s), enc, kids, tree, entries, deep)
+        return enc
+
+    # -- nodes and trees ----------------------------------------------------------------
+
+    def _leaf_payload(self, kind: int, tag: Any, entries: list[Any]) -> bytes:
+        pack = self._pack
+        n = len(entries)
+        head = array_header(4 if kind != SEQ else 3) + pack(tag) + pack(0)
+        if kind == MAP:
+            return head + array_header(n) + b"".join([k for k, _ in entries]) + array_header(n) + b"".join(
+                [v for _, v in entries]
+            )
+        if kind == SEQ:
+            return head + array_header(n) + b"".join(entries)
+        return head + array_header(n) + b"".join([p for p, _ in entries]) + array_header(n) + b"".join(
+            [pack(c) for _, c in entries]
+        )
+
+    def _inner_payload(self, kind: int, tag: Any, level: int, entries: list[Any]) -> bytes:
+        pack = self._pack
+        n = len(entries)
+        if kind == MAP:
+            return (array_header(5) + pack(tag) + pack(level) + array_header(n) + b"".join([f for f, _, _ in entries])
+                    + array_header(n) + b"".join([r for _, r, _ in entries])
+                    + array_header(n) + b"".join([pack(c) for _, _, c in entries]))
+        return (array_header(4) + pack(tag) + pack(level) + array_header(n) + b"".join([r for r, _ in entries])
+                + array_header(n) + b"".join([pack(c) for _, c in entries]))
+
+    def _build(self, kind: int, tag: Any, entries: list[Any], leaf_hs: Any, first_of: Any,
+               old_tree: list[Level] | None, old_entries: list[Any] | None = None) -> tuple[bytes, list[Level] | None]:
+        """Store ``entries`` as one node or a prolly tree; returns (reference, levels or None)."""
+        if len(entries) <= SINGLE_NODE_ENTRIES:
+            return self._store(kind, self._leaf_payload(kind, tag, entries)), None
+        levels: list[Level] = []
+        level = 0
+        hs = leaf_hs
+        first = first_of
+        while True:
+            old = old_tree[level] if old_tree is not None and level < len(old_tree) else None
+            plan = plan_level(entries, hs, first, old)
+            nodes: list[NodeRec] = []
+            for item in plan:
+                if type(item) is NodeRec:
+                    nodes.append(item)
+                    continue
+                start, end, closed = item
+                chunk = entries[start:end]
+                if level == 0:
+                    payload = self._leaf_payload(kind, tag, chunk)
+                    count = (end - start) if kind != TEXT else sum(c for _, c in chunk)
+                    head = chunk[0][0] if kind == MAP else None
+                else:
+                    payload = self._inner_payload(kind, tag, level, chunk)
+                    count = sum(c[-1] for c in chunk)
+                    head = chunk[0][0] if kind == MAP else None
+                nodes.append(NodeRec(start, end, closed, self._store(kind, payload), count, head))
+            levels.append(Level(entries, nodes))
+            if len(nodes) == 1:
+                return nodes[0].ref, levels
+            if kind == MAP:
+                entries = [(nd.first, nd.ref, nd.count) for nd in nodes]
+            else:
+                entries = [(nd.ref, nd.count) for nd in nodes]
+            hs = _inner_hs
+            first = _first_key if kind == MAP else _identity
+            level += 1
+
+
+_MUTABLE_CONTAINERS = frozenset({dict, list, tuple})
+_IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, *_SCALAR_EXT_TYPES})
+
+
+def _unsupported_reason(v: Any) -> str:
+    t = type(v)
+    if isinstance(v, (set, frozenset)):
+        return f"a {t.__name__} is not supported (its order is not defined); store a sorted list instead"
+    if isinstance(v, dict):
+        return f"{t.__name__} (a dict subclass) is not supported; convert it to a plain dict"
+    if isinstance(v, (list, tuple)):
+        return f"{t.__name__} (a {type(v).__mro__[1].__name__} subclass) is not supported; convert it to a plain list or tuple"
+    if isinstance(v, (bytearray, memoryview)):
+        return f"{t.__name__} is not supported; convert it to bytes"
+    if isinstance(v, (str, int, float)):
+        return f"{t.__name__} (a subclass of {type(v).__mro__[1].__name__}) is not supported; convert it to a plain value or register an adapter"
+    return (
+        f"values of type {t.__module__}.{t.__qualname__} are not supported; use plain data, a dataclass, "
+        f"a pydantic model, or register an adapter with snapvc.register_type"
+    )

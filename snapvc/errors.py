@@ -1,0 +1,183 @@
+"""Every error snapvc raises, in one tree.
+
+    SnapvcError
+    ├── UnsupportedValueError        a value snapvc cannot store (names the path in the state)
+    ├── UnknownTypeError             a stored typed value whose adapter is not registered
+    ├── RepositoryError
+    │   ├── RepositoryNotFoundError  no repository at that path (and creation not asked for)
+    │   ├── NotARepositoryError      the file exists but is not a snapvc repository
+    │   └── FormatVersionError       written by a newer snapvc (format or codec unknown)
+    ├── ObjectError
+    │   ├── ObjectNotFoundError      an object id that is not in the store
+    │   └── CorruptObjectError       stored bytes that do not hash to their id, or do not decode
+    ├── RevisionError
+    │   ├── UnknownRevisionError     a rev that names nothing
+    │   ├── AmbiguousRevisionError   an id prefix matching more than one object
+    │   └── InvalidRevisionError     a rev whose syntax is wrong
+    └── RefError
+        ├── InvalidRefNameError      a name git's check-ref-format would refuse
+        ├── RefNotFoundError         a ref that does not exist (delete, reflog)
+        ├── RefExistsError           creating a ref that already exists
+        └── RefConflictError         a compare-and-swap on a ref lost a race
+
+Expected outcomes that a caller inspects (a merge with conflicts, a CAS that lost
+when the caller asked for a boolean) are values, not exceptions. Every error names
+what was wrong and where: the path inside the state, the ref name, the object id.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SnapvcError",
+    "UnsupportedValueError",
+    "UnknownTypeError",
+    "RepositoryError",
+    "RepositoryNotFoundError",
+    "NotARepositoryError",
+    "FormatVersionError",
+    "ObjectError",
+    "ObjectNotFoundError",
+    "CorruptObjectError",
+    "RevisionError",
+    "UnknownRevisionError",
+    "AmbiguousRevisionError",
+    "InvalidRevisionError",
+    "RefError",
+    "InvalidRefNameError",
+    "RefNotFoundError",
+    "RefExistsError",
+    "RefConflictError",
+]
+
+
+class SnapvcError(Exception):
+    """Base of every error snapvc raises."""
+
+
+class UnsupportedValueError(SnapvcError, TypeError):
+    """A value in the state that snapvc cannot store exactly.
+
+    ``path`` is the Python expression that reaches it, e.g. ``state['memory'][3]['when']``.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+class UnknownTypeError(SnapvcError, TypeError):
+    """A stored typed value (dataclass, pydantic model, custom adapter) whose type is not known here."""
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+        super().__init__(
+            f"stored value of type {type_name!r} cannot be rebuilt: import its module or "
+            f"register it with snapvc.register_type(...) before reading"
+        )
+
+
+class RepositoryError(SnapvcError):
+    """A problem with the repository as a whole."""
+
+
+class RepositoryNotFoundError(RepositoryError, FileNotFoundError):
+    """No repository at the given location."""
+
+
+class NotARepositoryError(RepositoryError):
+    """The location exists but does not hold a snapvc repository."""
+
+
+class FormatVersionError(RepositoryError):
+    """Stored data uses a format version or codec this snapvc does not know."""
+
+
+class ObjectError(SnapvcError):
+    """A problem with one stored object; ``object_id`` names it."""
+
+    def __init__(self, object_id: object, message: str) -> None:
+        self.object_id = object_id
+        super().__init__(message)
+
+
+class ObjectNotFoundError(ObjectError, KeyError):
+    """An object id that is not in the store."""
+
+    def __init__(self, object_id: object, where: str = "") -> None:
+        suffix = f" ({where})" if where else ""
+        super().__init__(object_id, f"object {object_id} not found{suffix}")
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class CorruptObjectError(ObjectError):
+    """Stored bytes that do not hash to their id, or cannot be decoded."""
+
+    def __init__(self, object_id: object, reason: str) -> None:
+        super().__init__(object_id, f"object {object_id} is corrupt: {reason}")
+
+
+class RevisionError(SnapvcError, ValueError):
+    """A revision expression that cannot be resolved."""
+
+
+class UnknownRevisionError(RevisionError, KeyError):
+    """A rev that names no ref, tag or object."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class AmbiguousRevisionError(RevisionError):
+    """An object id prefix that matches more than one object."""
+
+
+class InvalidRevisionError(RevisionError):
+    """A rev whose syntax is wrong (e.g. ``main~x``)."""
+
+
+class RefError(SnapvcError):
+    """A problem with a ref; ``ref`` names it."""
+
+    def __init__(self, ref: str, message: str) -> None:
+        self.ref = ref
+        super().__init__(message)
+
+
+class InvalidRefNameError(RefError, ValueError):
+    """A ref name that git's check-ref-format rules refuse."""
+
+    def __init__(self, ref: str, reason: str) -> None:
+        super().__init__(ref, f"invalid ref name {ref!r}: {reason}")
+
+
+class RefNotFoundError(RefError, KeyError):
+    """A ref that does not exist."""
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(ref, f"ref {ref!r} does not exist")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class RefExistsError(RefError):
+    """Creating a ref that already exists."""
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(ref, f"ref {ref!r} already exists")
+
+
+class RefConflictError(RefError):
+    """A compare-and-swap on a ref lost: the ref moved since it was read."""
+
+    def __init__(self, ref: str, expected: object, actual: object) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            ref,
+            f"ref {ref!r} moved concurrently: expected {expected}, found {actual}; "
+            f"re-read it and retry",
+        )

@@ -1,0 +1,170 @@
+"""The object kinds and their one canonical encoding.
+
+Every object is ``kind tag (1 byte) + payload``; its ``ObjectId`` is the blake3 of those
+bytes (the *canonical bytes*). How the bytes are compressed for storage is the store's
+business (``snapvc.store.codec``), so it never changes an id.
+
+Kinds (format version 1; a later format adds kinds, it never changes these):
+
+=======  ====  =====================================================================
+kind     tag   payload
+=======  ====  =====================================================================
+BLOB     0x01  raw bytes: one content-defined chunk of a long str or bytes value
+MAP      0x02  msgpack ``[type, level, keys, values]`` (leaf) or
+               ``[type, level, first_keys, children, counts]`` (inner) — a dict
+SEQ      0x03  msgpack ``[type, level, values]`` (leaf) or
+               ``[type, level, children, counts]`` (inner) — a list or tuple
+TEXT     0x04  msgpack ``[type, level, pieces, lengths]`` (leaf) or
+               ``[type, level, children, lengths]`` (inner) — a long str or bytes
+COMMIT   0x05  msgpack ``[tree, parents, author, time_us, message, metadata, generation]``
+=======  ====  =====================================================================
+
+Inside MAP/SEQ/TEXT payloads a value is either inline (msgpack, with the extension types
+of ``snapvc.encoding.values``) or a reference to a child object (extension type 0 holding
+the 32-byte id). References only ever appear as direct entries of a node, never nested
+inside an inline value, so readers find every child without walking inline values.
+
+``level`` is 0 for leaves; a large dict, list or long string is a prolly tree whose inner
+nodes list their children with the number of entries (or bytes, for TEXT) below each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Final
+
+import msgpack
+import orjson
+
+from snapvc.errors import CorruptObjectError, FormatVersionError
+from snapvc.ids import ObjectId
+
+__all__ = ["BLOB", "MAP", "SEQ", "TEXT", "COMMIT", "KIND_NAMES", "Commit", "object_bytes", "split_object"]
+
+BLOB: Final = 0x01
+MAP: Final = 0x02
+SEQ: Final = 0x03
+TEXT: Final = 0x04
+COMMIT: Final = 0x05
+KIND_NAMES: Final = {BLOB: "blob", MAP: "map", SEQ: "seq", TEXT: "text", COMMIT: "commit"}
+_KIND_BYTE = {k: bytes((k,)) for k in KIND_NAMES}
+
+
+def object_bytes(kind: int, payload: bytes) -> tuple[ObjectId, bytes]:
+    """The id and canonical bytes of an object of ``kind`` with ``payload``."""
+    data = _KIND_BYTE[kind] + payload
+    return ObjectId.of(data), data
+
+
+def split_object(oid: ObjectId, data: bytes) -> tuple[int, bytes]:
+    """``(kind, payload)`` of canonical bytes; unknown kinds are a format error."""
+    if not data:
+        raise CorruptObjectError(oid, "empty object")
+    kind = data[0]
+    if kind not in KIND_NAMES:
+        raise FormatVersionError(f"object {oid} has kind tag {kind:#04x}, unknown to this snapvc version")
+    return kind, data[1:]
+
+
+def _utc_from_us(us: int) -> datetime:
+    return datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc).replace(microsecond=us % 1_000_000)
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """One checkpoint: a root tree, its parents, who, when, why, and free-form metadata.
+
+    ``generation`` is 1 + the largest parent generation (1 for a root commit): the
+    commit's version number along its history, and what merge-base search orders by.
+    ``metadata`` is a JSON object (step, agent id, status, token usage, run/session ids…).
+    Build one with ``Commit.create``; its ``id`` is derived from its content.
+    """
+
+    id: ObjectId
+    tree: ObjectId
+    parents: tuple[ObjectId, ...]
+    author: str
+    timestamp_us: int
+    message: str
+    metadata: dict[str, Any] = field(hash=False, compare=False)
+    generation: int
+    metadata_json: bytes = field(repr=False)
+
+    @property
+    def time(self) -> datetime:
+        """When the commit was made, in UTC."""
+        return _utc_from_us(self.timestamp_us)
+
+    @property
+    def parent(self) -> ObjectId | None:
+        """The first parent, or None for a root commit."""
+        return self.parents[0] if self.parents else None
+
+    @staticmethod
+    def canonical_metadata(metadata: dict[str, Any] | None) -> bytes:
+        """Metadata as canonical JSON (sorted keys); it must be a JSON object that round-trips."""
+        if metadata is None:
+            return b"{}"
+        if not isinstance(metadata, dict):
+            raise TypeError(f"commit metadata must be a dict, got {type(metadata).__name__}")
+        try:
+            text = orjson.dumps(metadata, option=orjson.OPT_SORT_KEYS)
+        except TypeError as exc:
+            raise TypeError(f"commit metadata must be JSON (str keys; str, number, bool, None, list, dict values): {exc}") from None
+        if orjson.loads(text) != metadata:
+            raise TypeError(
+                "commit metadata must be plain JSON: a value did not survive the round trip "
+                "(NaN or infinity, a tuple, a datetime or another non-JSON type)"
+            )
+        return text
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        tree: ObjectId,
+        parents: tuple[ObjectId, ...],
+        author: str,
+        timestamp_us: int,
+        message: str,
+        metadata: dict[str, Any] | None,
+        generation: int,
+    ) -> tuple[Commit, bytes]:
+        """A new commit and its canonical bytes."""
+        meta_json = cls.canonical_metadata(metadata)
+        payload = msgpack.packb(
+            [bytes(tree), [bytes(p) for p in parents], author, timestamp_us, message, meta_json, generation],
+            use_bin_type=True,
+        )
+        oid, data = object_bytes(COMMIT, payload)
+        commit = cls(oid, tree, tuple(parents), author, timestamp_us, message, orjson.loads(meta_json), generation, meta_json)
+        return commit, data
+
+    @classmethod
+    def decode(cls, oid: ObjectId, payload: bytes) -> Commit:
+        """The commit whose payload (canonical bytes without the kind tag) is ``payload``."""
+        try:
+            tree, parents, author, ts, message, meta_json, generation = msgpack.unpackb(payload, raw=False)
+            return cls(
+                oid,
+                ObjectId(tree),
+                tuple(ObjectId(p) for p in parents),
+                author,
+                ts,
+                message,
+                orjson.loads(meta_json),
+                generation,
+                meta_json,
+            )
+        except (ValueError, TypeError, msgpack.UnpackException) as exc:
+            raise CorruptObjectError(oid, f"not a valid commit: {exc}") from None
+
+    def encode(self) -> bytes:
+        """The canonical bytes of this commit (kind tag + payload)."""
+        payload = msgpack.packb(
+            [bytes(self.tree), [bytes(p) for p in self.parents], self.author, self.timestamp_us, self.message,
+             self.metadata_json, self.generation],
+            use_bin_type=True,
+        )
+        return _KIND_BYTE[COMMIT] + payload

@@ -1,0 +1,459 @@
+"""The repository: commits of agent state on branches, and everything read from them.
+
+Write order (invariant 1): a commit's objects, the commit object and its index row are
+written before the branch ref moves, and on the embedded store all of it is one SQLite
+transaction, so a crash at any instant leaves the repository at its last completed
+commit. The ref moves by compare-and-swap (invariant 2): a writer that lost a race gets
+``RefConflictError`` and nothing it wrote is referenced. Every ref move is in the reflog
+(invariant 3), so ``reset`` is undone with ``repo.reset(branch, to=f"{branch}@{{1}}")``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import heapq
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from snapvc.backend import Backend, open_backend
+from snapvc.diff import Change, diff_values
+from snapvc.encoding.reader import Loader, MapView, ObjectCache
+from snapvc.encoding.writer import EncodeCache, Encoder
+from snapvc.errors import (
+    ObjectNotFoundError,
+    RefConflictError,
+    RefExistsError,
+    RefNotFoundError,
+    UnknownRevisionError,
+)
+from snapvc.ids import ObjectId
+from snapvc.objects import BLOB, COMMIT, MAP, SEQ, TEXT, Commit, split_object
+from snapvc.refs.base import ReflogEntry
+from snapvc.refs.names import HEADS, TAGS, branch_ref, short_name, tag_ref
+from snapvc.refs.revs import resolve_rev
+from snapvc.store.codec import open_object_store
+
+__all__ = ["Repository", "RepoStats", "open", "DEFAULT_BRANCH"]
+
+DEFAULT_BRANCH = "main"
+_MAX_BRANCH_CACHES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class RepoStats:
+    """What a repository holds. ``logical_bytes`` is what storing every commit's whole
+    state separately would take (uncompressed); ``dedup_ratio`` is that over
+    ``stored_bytes``."""
+
+    objects: int
+    stored_bytes: int
+    logical_bytes: int
+    commits: int
+    branches: int
+    tags: int
+    objects_by_kind: dict[str, int]
+
+    @property
+    def dedup_ratio(self) -> float:
+        return self.logical_bytes / self.stored_bytes if self.stored_bytes else 0.0
+
+    def __str__(self) -> str:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.objects_by_kind.items()))
+        return (
+            f"{self.commits} commits on {self.branches} branches ({self.tags} tags); "
+            f"{self.objects} objects ({kinds}); stored {_human(self.stored_bytes)} for "
+            f"{_human(self.logical_bytes)} of states: {self.dedup_ratio:.1f}x"
+        )
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"
+
+
+def _default_author() -> str:
+    try:
+        return os.environ.get("SNAPVC_AUTHOR") or getpass.getuser()
+    except Exception:  # no user database entry (some containers)
+        return "snapvc"
+
+
+class Repository:
+    """A snapvc repository. Open one with ``snapvc.open(path_or_url)``.
+
+    Thread-safe: writes are serialized per repository object; several processes may
+    write one embedded repository at once (refs move by compare-and-swap).
+    """
+
+    def __init__(self, backend: Backend, *, clock: Callable[[], float] = time.time, author: str | None = None,
+                 cache_bytes: int = 64 << 20) -> None:
+        self.backend = backend
+        self.location = backend.location
+        self.store = open_object_store(backend.objects)
+        self.refs = backend.refs
+        self.commits = backend.commits
+        self.clock = clock
+        self.author = author or _default_author()
+        self.loader = Loader(self.store.get_many, ObjectCache(cache_bytes))
+        self._encode_caches: dict[str, EncodeCache] = {}
+        self._write_lock = threading.RLock()
+        if self.refs.get_symbolic("HEAD") is None and self.refs.get("HEAD") is None:
+            self.refs.set_symbolic("HEAD", branch_ref(DEFAULT_BRANCH))
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> Repository:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<snapvc.Repository {self.location!r}>"
+
+    # -- names --------------------------------------------------------------------------
+
+    @property
+    def head(self) -> str:
+        """The branch HEAD is on (short name)."""
+        target = self.refs.get_symbolic("HEAD")
+        return short_name(target) if target else "HEAD"
+
+    def _branch_ref(self, branch: str | None) -> str:
+        if branch is None:
+            target = self.refs.get_symbolic("HEAD")
+            return target if target else branch_ref(DEFAULT_BRANCH)
+        if branch.startswith(HEADS):
+            return branch_ref(branch[len(HEADS):])
+        return branch_ref(branch)
+
+    def resolve(self, rev: str | ObjectId = "HEAD") -> ObjectId:
+        """The commit id ``rev`` names: a branch, tag, id prefix, ``HEAD``, ``rev~N``,
+        ``rev^N`` or ``ref@{N}``."""
+        if isinstance(rev, ObjectId):
+            return rev
+        oid = resolve_rev(rev, refs=self.refs, find_prefix=self._find_prefix, parents=self._parents)
+        self.get_commit(oid, rev=rev)
+        return oid
+
+    def _find_prefix(self, prefix: str) -> list[ObjectId]:
+        return self.store.ids_with_prefix(prefix, 2)
+
+    def _parents(self, oid: ObjectId) -> tuple[ObjectId, ...]:
+        return self.get_commit(oid).parents
+
+    def get_commit(self, oid: ObjectId, *, rev: str | None = None) -> Commit:
+        """The commit ``oid``; ``UnknownRevisionError`` if it is not a commit."""
+        commit = self.commits.get(oid)
+        if commit is not None:
+            return commit
+        try:
+            data = self.store.get(oid)
+        except ObjectNotFoundError:
+            raise UnknownRevisionError(f"{rev or oid}: no commit {oid}") from None
+        kind, payload = split_object(oid, data)
+        if kind != COMMIT:
+            raise UnknownRevisionError(f"{rev or oid}: object {oid.short} is a {_kind_name(kind)}, not a commit")
+        commit = Commit.decode(oid, payload)
+        self.commits.add(commit)
+        return commit
+
+    # -- writing ------------------------------------------------------------------------
+
+    def commit(
+        self,
+        state: Mapping[str, Any],
+        branch: str | None = None,
+        message: str = "",
+        metadata: dict[str, Any] | None = None,
+        *,
+        author: str | None = None,
+        parents: tuple[ObjectId, ...] | None = None,
+    ) -> Commit:
+        """Store ``state`` as a new commit on ``branch`` (default: HEAD's branch).
+
+        The new commit's parent is the branch's current tip (``parents`` overrides, e.g.
+        for merges). Raises ``RefConflictError`` if another writer moved the branch
+        meanwhile: re-read and retry. Unchanged parts of a state that holds the same
+        Python objects as the last commit on the branch are not encoded again.
+        """
+        if isinstance(state, MapView):
+            state = state.to_dict()
+        ref = self._branch_ref(branch)
+        with self._write_lock:
+            tip = self.refs.get(ref)
+            cache = self._encode_cache(ref)
+            encoder = Encoder(cache)
+            try:
+                tree = encoder.encode_root(state)
+                if parents is None:
+                    parents = (tip,) if tip is not None else ()
+                generation = 1 + max((self.get_commit(p).generation for p in parents), default=0)
+                commit, commit_bytes = Commit.create(
+                    tree=tree,
+                    parents=tuple(parents),
+                    author=author or self.author,
+                    timestamp_us=int(self.clock() * 1_000_000),
+                    message=message,
+                    metadata=metadata,
+                    generation=generation,
+                )
+                objects = encoder.objects
+                objects[commit.id] = commit_bytes
+                present = self.store.has_many(list(objects))
+                with self.backend.transaction():
+                    self.store.put_many((oid, data) for oid, data in objects.items() if oid not in present)
+                    self.commits.add(commit)
+                    reason = f"commit: {message.splitlines()[0] if message else '(no message)'}"
+                    if not self.refs.compare_and_swap(ref, tip, commit.id, reason):
+                        raise RefConflictError(ref, tip, self.refs.get(ref))
+            except BaseException:
+                cache.discard()
+                raise
+            cache.commit()
+            for oid, data in objects.items():
+                self.loader.cache.put(oid, data)
+            return commit
+
+    def _encode_cache(self, ref: str) -> EncodeCache:
+        cache = self._encode_caches.pop(ref, None)
+        if cache is None:
+            cache = EncodeCache()
+        self._encode_caches[ref] = cache  # most recently used last
+        while len(self._encode_caches) > _MAX_BRANCH_CACHES:
+            del self._encode_caches[next(iter(self._encode_caches))]
+        return cache
+
+    def _move(self, ref: str, new: ObjectId | None, reason: str, *, must_exist: bool = False,
+              must_not_exist: bool = False) -> ObjectId | None:
+        with self._write_lock:
+            old = self.refs.get(ref)
+            if must_exist and old is None:
+                raise RefNotFoundError(ref)
+            if must_not_exist and old is not None:
+                raise RefExistsError(ref)
+            if not self.refs.compare_and_swap(ref, old, new, reason):
+                raise RefConflictError(ref, old, self.refs.get(ref))
+            return old
+
+    def branch(self, name: str, at: str | ObjectId = "HEAD", *, force: bool = False) -> Commit:
+        """Create branch ``name`` at ``at`` (fork); ``force`` moves an existing one."""
+        ref = branch_ref(name)
+        commit = self.get_commit(self.resolve(at))
+        self._move(ref, commit.id, f"branch: created from {at}", must_not_exist=not force)
+        return commit
+
+    def branches(self) -> dict[str, ObjectId]:
+        """Branch name -> tip commit id, sorted by name."""
+        return {name[len(HEADS):]: oid for name, oid in self.refs.list(HEADS).items()}
+
+    def delete_branch(self, name: str) -> ObjectId:
+        """Delete a branch; its commits stay reachable through the reflog until gc expires it."""
+        ref = branch_ref(name)
+        if self.refs.get_symbolic("HEAD") == ref:
+            raise RefExistsError(ref) from ValueError(f"cannot delete {name!r}: HEAD is on it; check out another branch first")
+        old = self._move(ref, None, "branch: deleted", must_exist=True)
+        self._encode_caches.pop(ref, None)
+        assert old is not None
+        return old
+
+    def tag(self, name: str, at: str | ObjectId = "HEAD", *, force: bool = False) -> Commit:
+        """Create tag ``name`` at ``at``."""
+        commit = self.get_commit(self.resolve(at))
+        self._move(tag_ref(name), commit.id, f"tag: created at {at}", must_not_exist=not force)
+        return commit
+
+    def tags(self) -> dict[str, ObjectId]:
+        return {name[len(TAGS):]: oid for name, oid in self.refs.list(TAGS).items()}
+
+    def delete_tag(self, name: str) -> ObjectId:
+        old = self._move(tag_ref(name), None, "tag: deleted", must_exist=True)
+        assert old is not None
+        return old
+
+    def reset(self, branch: str, to: str | ObjectId) -> Commit:
+        """Move ``branch`` to ``to`` (time travel on the same branch). The reflog keeps
+        the old tip: ``repo.reset(branch, to=f"{branch}@{{1}}")`` undoes it."""
+        ref = self._branch_ref(branch)
+        commit = self.get_commit(self.resolve(to))
+        self._move(ref, commit.id, f"reset: moving to {to}", must_exist=True)
+        return commit
+
+    def switch(self, branch: str) -> None:
+        """Make ``branch`` HEAD's branch (where ``commit`` goes by default)."""
+        ref = self._branch_ref(branch)
+        if self.refs.get(ref) is None:
+            raise UnknownRevisionError(f"{branch}: no such branch")
+        self.refs.set_symbolic("HEAD", ref)
+
+    def reflog(self, ref: str = "HEAD", limit: int | None = None) -> list[ReflogEntry]:
+        """The moves of a branch (or full ref name), newest first."""
+        if ref == "HEAD":
+            full = self.refs.get_symbolic("HEAD") or "HEAD"
+        elif ref.startswith("refs/"):
+            full = ref
+        elif self.refs.get(tag_ref(ref)) is not None and self.refs.get(branch_ref(ref)) is None:
+            full = tag_ref(ref)
+        else:
+            full = branch_ref(ref)
+        return self.refs.reflog(full, limit)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def checkout(self, rev: str | ObjectId = "HEAD") -> dict[str, Any]:
+        """The state at ``rev`` as a fresh dict (a deep copy you may change). Checking
+        out a branch by name also makes it HEAD's branch, as ``git checkout`` does."""
+        commit = self.get_commit(self.resolve(rev))
+        state = self.loader.materialize(commit.tree)
+        if isinstance(rev, str) and rev not in ("HEAD", "@") and self.refs.get(self._try_branch_ref(rev) or "") == commit.id:
+            self.refs.set_symbolic("HEAD", self._try_branch_ref(rev))  # type: ignore[arg-type]
+        return state
+
+    def _try_branch_ref(self, rev: str) -> str | None:
+        try:
+            return self._branch_ref(rev)
+        except Exception:
+            return None
+
+    def snapshot(self, rev: str | ObjectId = "HEAD") -> MapView:
+        """A lazy, read-only view of the state at ``rev``: reading one key loads only the
+        objects on its path."""
+        commit = self.get_commit(self.resolve(rev))
+        view = self.loader.view(commit.tree)
+        assert isinstance(view, MapView)
+        return view
+
+    def log(
+        self,
+        rev: str | ObjectId = "HEAD",
+        limit: int | None = None,
+        where: Mapping[str, Any] | Callable[[Commit], bool] | None = None,
+    ) -> Iterator[Commit]:
+        """Commits reachable from ``rev``, newest first (by generation, then time).
+
+        ``where`` keeps commits whose metadata has all the given values (keys may be
+        dotted paths into nested metadata: ``{"usage.tokens": 10}``), or for which a
+        callable returns True. Answered from the commit index: no state is read.
+        """
+        start = self.get_commit(self.resolve(rev))
+        match = _metadata_filter(where)
+        seen = {start.id}
+        heap: list[tuple[int, int, bytes, Commit]] = [(-start.generation, -start.timestamp_us, start.id, start)]
+        produced = 0
+        while heap and (limit is None or produced < limit):
+            _, _, _, commit = heapq.heappop(heap)
+            if match is None or match(commit):
+                produced += 1
+                yield commit
+            for p in commit.parents:
+                if p not in seen:
+                    seen.add(p)
+                    pc = self.get_commit(p)
+                    heapq.heappush(heap, (-pc.generation, -pc.timestamp_us, pc.id, pc))
+
+    def diff(self, a: str | ObjectId, b: str | ObjectId, paths: list[tuple[str | int, ...]] | None = None) -> list[Change]:
+        """What changed from ``a`` to ``b``: ``Change(path, kind, old, new)`` for every
+        added, removed or modified path; subtrees stored under the same id are skipped."""
+        old = self.snapshot(a)
+        new = self.snapshot(b)
+        changes = list(diff_values(old, new))
+        if paths:
+            changes = [c for c in changes if any(c.path[: len(p)] == tuple(p) for p in paths)]
+        return changes
+
+    # -- statistics ---------------------------------------------------------------------
+
+    def stats(self) -> RepoStats:
+        """Objects, bytes stored, bytes the states would take stored whole, and the ratio."""
+        sizes = self.store.sizes()
+        by_kind: dict[str, int] = {}
+        ids = list(self.store.iter_ids())
+        logical_of: dict[ObjectId, int] = {}
+        commit_ids: list[ObjectId] = []
+        for start in range(0, len(ids), 500):
+            batch = ids[start : start + 500]
+            for oid, data in self.store.get_many(batch).items():
+                kind = data[0]
+                name = _kind_name(kind)
+                by_kind[name] = by_kind.get(name, 0) + 1
+                if kind == COMMIT:
+                    commit_ids.append(oid)
+        logical = 0
+        for cid in commit_ids:
+            logical += self._logical_size(self.get_commit(cid).tree, logical_of)
+        return RepoStats(
+            objects=sizes.objects,
+            stored_bytes=sizes.stored_bytes,
+            logical_bytes=logical,
+            commits=len(commit_ids),
+            branches=len(self.refs.list(HEADS)),
+            tags=len(self.refs.list(TAGS)),
+            objects_by_kind=by_kind,
+        )
+
+    def _logical_size(self, oid: ObjectId, memo: dict[ObjectId, int]) -> int:
+        size = memo.get(oid)
+        if size is not None:
+            return size
+        data = self.loader.fetch(oid)
+        kind, payload = split_object(oid, data)
+        if kind == BLOB:
+            size = len(payload)
+        else:
+            _, node = self.loader.node(oid)
+            size = len(payload)
+            refs: list[ObjectId] = []
+            for part in node[2:]:
+                if isinstance(part, list):
+                    refs.extend(v for v in part if type(v) is ObjectId)
+            size -= 35 * len(refs)
+            size += sum(self._logical_size(r, memo) for r in refs)
+        memo[oid] = size
+        return size
+
+
+def _kind_name(kind: int) -> str:
+    return {BLOB: "blob", MAP: "map", SEQ: "seq", TEXT: "text", COMMIT: "commit"}.get(kind, f"kind {kind:#04x}")
+
+
+_MISSING = object()
+
+
+def _metadata_filter(where: Mapping[str, Any] | Callable[[Commit], bool] | None) -> Callable[[Commit], bool] | None:
+    if where is None:
+        return None
+    if callable(where):
+        return where  # type: ignore[return-value]
+    wanted = [(key.split("."), value) for key, value in where.items()]
+
+    def match(commit: Commit) -> bool:
+        for parts, value in wanted:
+            current: Any = commit.metadata
+            for part in parts:
+                current = current.get(part, _MISSING) if isinstance(current, dict) else _MISSING
+            if current is _MISSING or current != value or type(current) is not type(value):
+                return False
+        return True
+
+    return match
+
+
+def open(location: str | os.PathLike[str] = "agent.snapvc", *, create: bool = True, durability: str = "normal",
+         clock: Callable[[], float] | None = None, author: str | None = None) -> Repository:
+    """Open (or create) a repository: a file path for the embedded default, or ``"memory://"``.
+
+    ``durability`` is ``"sync"``, ``"normal"`` (default) or ``"batch"`` (see
+    ``snapvc.store.sqlite``). ``clock`` and ``author`` are injectable for reproducible runs.
+    """
+    backend = open_backend(location, create=create, durability=durability, clock=clock)
+    return Repository(backend, clock=clock or time.time, author=author)

@@ -1,0 +1,71 @@
+"""An in-process object store, for tests and throwaway runs (``snapvc.open("memory://")``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator
+
+from snapvc.errors import ObjectNotFoundError
+from snapvc.ids import ObjectId
+from snapvc.store.base import StoreSizes
+
+__all__ = ["MemoryObjectStore"]
+
+
+class MemoryObjectStore:
+    def __init__(self, clock: callable = time.time) -> None:  # type: ignore[valid-type]
+        self._data: dict[ObjectId, bytes] = {}
+        self._mtime: dict[ObjectId, float] = {}
+        self._clock = clock
+        self._lock = threading.Lock()
+
+    def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
+        data = self._data
+        return {oid: data[oid] for oid in ids if oid in data}
+
+    def get(self, oid: ObjectId) -> bytes:
+        try:
+            return self._data[oid]
+        except KeyError:
+            raise ObjectNotFoundError(oid) from None
+
+    def put_many(self, items: Iterable[tuple[ObjectId, bytes]]) -> None:
+        now = self._clock()
+        with self._lock:
+            for oid, data in items:
+                self._data.setdefault(oid, bytes(data))
+                self._mtime[oid] = now
+
+    def has_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
+        return {oid for oid in ids if oid in self._data}
+
+    def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
+        found = []
+        for oid in self._data:
+            if oid.hex.startswith(hex_prefix):
+                found.append(oid)
+                if len(found) >= limit:
+                    break
+        return found
+
+    def iter_ids(self) -> Iterator[ObjectId]:
+        return iter(list(self._data))
+
+    def mtimes(self, ids: Iterable[ObjectId]) -> dict[ObjectId, float]:
+        return {oid: self._mtime[oid] for oid in ids if oid in self._mtime}
+
+    def delete_many(self, ids: Iterable[ObjectId]) -> int:
+        removed = 0
+        with self._lock:
+            for oid in ids:
+                if self._data.pop(oid, None) is not None:
+                    self._mtime.pop(oid, None)
+                    removed += 1
+        return removed
+
+    def sizes(self) -> StoreSizes:
+        return StoreSizes(objects=len(self._data), stored_bytes=sum(map(len, self._data.values())))
+
+    def close(self) -> None:
+        pass

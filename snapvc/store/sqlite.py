@@ -1,0 +1,247 @@
+"""The embedded default: one SQLite file holds objects, refs, reflog and the commit index.
+
+``SqliteFile`` owns the connection, the file's identity (``application_id``), the format
+version and the durability mode; each store over it (objects here, refs in
+``snapvc.refs.sqlite``, the commit index in ``snapvc.store.commit_index``) creates its
+own tables on it. The file runs in WAL mode.
+
+Durability modes (``snapvc.open(path, durability=...)``):
+
+=========  ====================  =====================================================
+mode       SQLite synchronous    what survives
+=========  ====================  =====================================================
+``sync``   FULL                  every returned commit survives a process crash and a
+                                 power loss
+``normal`` NORMAL (default)      every returned commit survives a process crash; a
+                                 power loss may lose the last few commits, never the
+                                 file's consistency
+``batch``  OFF                   every returned commit survives a process crash; a
+                                 power loss may lose recent commits or, rarely, damage
+                                 the file: for bulk imports and throwaway runs
+=========  ====================  =====================================================
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from snapvc.errors import FormatVersionError, NotARepositoryError, ObjectNotFoundError, RepositoryNotFoundError
+from snapvc.ids import ObjectId
+from snapvc.store.base import StoreSizes
+
+__all__ = ["SqliteFile", "SqliteObjectStore", "DURABILITY_MODES", "FORMAT_VERSION", "APPLICATION_ID"]
+
+# 'snvc' — marks the SQLite file as a snapvc repository.
+APPLICATION_ID = 0x736E7663
+FORMAT_VERSION = 1
+DURABILITY_MODES = {"sync": "FULL", "normal": "NORMAL", "batch": "OFF"}
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+# SQLite's default limit on bound variables per statement is 32766; stay well below.
+_BATCH = 500
+
+
+class SqliteFile:
+    """One open snapvc SQLite file, shared by the stores that live in it."""
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True, durability: str = "normal") -> None:
+        if durability not in DURABILITY_MODES:
+            raise ValueError(f"durability must be one of {sorted(DURABILITY_MODES)}, got {durability!r}")
+        self.path = Path(path)
+        self.durability = durability
+        exists = self.path.exists()
+        if not exists and not create:
+            raise RepositoryNotFoundError(f"no snapvc repository at {str(self.path)!r}")
+        if exists:
+            self._check_foreign_file()
+        elif not self.path.parent.exists():
+            raise RepositoryNotFoundError(f"cannot create {str(self.path)!r}: folder {str(self.path.parent)!r} does not exist")
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves, so write order is explicit.
+        self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
+        self.lock = threading.RLock()
+        self._depth = 0
+        try:
+            self._setup(exists)
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise NotARepositoryError(f"{str(self.path)!r} is not a snapvc repository: {exc}") from None
+
+    def _check_foreign_file(self) -> None:
+        if self.path.is_dir():
+            raise NotARepositoryError(f"{str(self.path)!r} is a folder, not a snapvc repository file")
+        with open(self.path, "rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+        if head and head != _SQLITE_MAGIC:
+            raise NotARepositoryError(f"{str(self.path)!r} is not a snapvc repository (not an SQLite file)")
+
+    def _setup(self, existed: bool) -> None:
+        c = self.conn
+        app_id = c.execute("PRAGMA application_id").fetchone()[0]
+        has_tables = c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+        if app_id != APPLICATION_ID and (app_id != 0 or has_tables):
+            raise NotARepositoryError(
+                f"{str(self.path)!r} is an SQLite file of another application (application_id {app_id:#x})"
+            )
+        c.execute("PRAGMA journal_mode=WAL")
+        c.execute(f"PRAGMA synchronous={DURABILITY_MODES[self.durability]}")
+        c.execute("PRAGMA busy_timeout=30000")
+        if app_id != APPLICATION_ID:
+            with self.transaction():
+                c.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                c.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('format', ?), ('created', ?)",
+                    (str(FORMAT_VERSION), str(time.time())),
+                )
+        version = int(self.get_meta("format") or FORMAT_VERSION)
+        if version > FORMAT_VERSION:
+            raise FormatVersionError(
+                f"{str(self.path)!r} has format version {version}; this snapvc reads up to {FORMAT_VERSION}: upgrade snapvc"
+            )
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction():
+            self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (BEGIN IMMEDIATE); nested uses join the outer one."""
+        with self.lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self.conn
+                finally:
+                    self._depth -= 1
+                return
+            self.conn.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield self.conn
+            except BaseException:
+                self._depth = 0
+                self.conn.execute("ROLLBACK")
+                raise
+            self._depth = 0
+            self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+
+def _chunks(ids: Iterable[ObjectId]) -> Iterator[list[ObjectId]]:
+    batch: list[ObjectId] = []
+    for oid in ids:
+        batch.append(oid)
+        if len(batch) >= _BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class SqliteObjectStore:
+    """Objects in table ``objects(id, data, mtime)`` of a ``SqliteFile``."""
+
+    def __init__(self, file: SqliteFile, clock: callable = time.time) -> None:  # type: ignore[valid-type]
+        self.file = file
+        self._clock = clock
+        with file.transaction() as c:
+            c.execute(
+                "CREATE TABLE IF NOT EXISTS objects (id BLOB PRIMARY KEY, data BLOB NOT NULL, mtime INTEGER NOT NULL)"
+            )
+
+    def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
+        out: dict[ObjectId, bytes] = {}
+        c = self.file.conn
+        with self.file.lock:
+            for batch in _chunks(ids):
+                if len(batch) == 1:
+                    row = c.execute("SELECT data FROM objects WHERE id = ?", batch).fetchone()
+                    if row is not None:
+                        out[batch[0]] = row[0]
+                    continue
+                marks = ",".join("?" * len(batch))
+                for raw, data in c.execute(f"SELECT id, data FROM objects WHERE id IN ({marks})", batch):
+                    out[ObjectId(raw)] = data
+        return out
+
+    def get(self, oid: ObjectId) -> bytes:
+        with self.file.lock:
+            row = self.file.conn.execute("SELECT data FROM objects WHERE id = ?", (oid,)).fetchone()
+        if row is None:
+            raise ObjectNotFoundError(oid)
+        return row[0]
+
+    def put_many(self, items: Iterable[tuple[ObjectId, bytes]]) -> None:
+        now = int(self._clock())
+        rows = [(oid, data, now) for oid, data in items]
+        if not rows:
+            return
+        with self.file.transaction() as c:
+            c.executemany(
+                "INSERT INTO objects (id, data, mtime) VALUES (?, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET mtime = excluded.mtime",
+                rows,
+            )
+
+    def has_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
+        out: set[ObjectId] = set()
+        c = self.file.conn
+        with self.file.lock:
+            for batch in _chunks(ids):
+                marks = ",".join("?" * len(batch))
+                out.update(ObjectId(r[0]) for r in c.execute(f"SELECT id FROM objects WHERE id IN ({marks})", batch))
+        return out
+
+    def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
+        # Range scan on the primary key: ids between the prefix padded with 0s and with fs.
+        digits = hex_prefix.lower()
+        low = bytes.fromhex((digits + "0" * 64)[:64])
+        high = bytes.fromhex((digits + "f" * 64)[:64])
+        with self.file.lock:
+            rows = self.file.conn.execute(
+                "SELECT id FROM objects WHERE id >= ? AND id <= ? ORDER BY id LIMIT ?", (low, high, limit)
+            ).fetchall()
+        return [ObjectId(r[0]) for r in rows]
+
+    def iter_ids(self) -> Iterator[ObjectId]:
+        with self.file.lock:
+            rows = self.file.conn.execute("SELECT id FROM objects").fetchall()
+        return (ObjectId(r[0]) for r in rows)
+
+    def mtimes(self, ids: Iterable[ObjectId]) -> dict[ObjectId, float]:
+        out: dict[ObjectId, float] = {}
+        c = self.file.conn
+        with self.file.lock:
+            for batch in _chunks(ids):
+                marks = ",".join("?" * len(batch))
+                for raw, mtime in c.execute(f"SELECT id, mtime FROM objects WHERE id IN ({marks})", batch):
+                    out[ObjectId(raw)] = float(mtime)
+        return out
+
+    def delete_many(self, ids: Iterable[ObjectId]) -> int:
+        removed = 0
+        with self.file.transaction() as c:
+            for batch in _chunks(ids):
+                marks = ",".join("?" * len(batch))
+                removed += c.execute(f"DELETE FROM objects WHERE id IN ({marks})", batch).rowcount
+        return removed
+
+    def sizes(self) -> StoreSizes:
+        with self.file.lock:
+            count, total = self.file.conn.execute("SELECT count(*), coalesce(sum(length(data)), 0) FROM objects").fetchone()
+        return StoreSizes(objects=count, stored_bytes=total)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,299 @@
+"""The behaviour every ``RefStore`` backend shares; a new backend is done when it passes here."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from snapvc.errors import InvalidRefNameError
+from snapvc.ids import ObjectId
+from snapvc.refs import MemoryRefStore, ReflogEntry, RefStore, SqliteRefStore
+from snapvc.store.sqlite import SqliteFile
+
+ROOT = Path(__file__).resolve().parents[1]
+MAIN = "refs/heads/main"
+
+
+def oid(n: int) -> ObjectId:
+    return ObjectId(n.to_bytes(32, "big"))
+
+
+A, B, C = oid(1), oid(2), oid(3)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[RefStore]:
+    if request.param == "memory":
+        yield MemoryRefStore(clock=clock)
+        return
+    file = SqliteFile(tmp_path / "refs.snapvc")
+    refs = SqliteRefStore(file, clock=clock)
+    yield refs
+    refs.close()
+    file.close()
+
+
+def test_is_a_ref_store(store: RefStore) -> None:
+    assert isinstance(store, RefStore)
+
+
+def test_create_get(store: RefStore) -> None:
+    assert store.get(MAIN) is None
+    assert store.compare_and_swap(MAIN, None, A, "create") is True
+    value = store.get(MAIN)
+    assert value == A and type(value) is ObjectId
+
+
+def test_cas_wins_when_expected_matches(store: RefStore) -> None:
+    store.compare_and_swap(MAIN, None, A, "create")
+    assert store.compare_and_swap(MAIN, A, B, "move") is True
+    assert store.get(MAIN) == B
+
+
+def test_cas_loses_and_changes_nothing(store: RefStore) -> None:
+    store.compare_and_swap(MAIN, None, A, "create")
+    assert store.compare_and_swap(MAIN, B, C, "stale") is False  # wrong expected value
+    assert store.compare_and_swap(MAIN, None, C, "create again") is False  # exists already
+    assert store.compare_and_swap("refs/heads/other", A, C, "missing") is False  # does not exist
+    assert store.get(MAIN) == A
+    assert store.get("refs/heads/other") is None
+    assert [e.reason for e in store.reflog(MAIN)] == ["create"]
+    assert store.reflog("refs/heads/other") == []
+
+
+def test_delete(store: RefStore) -> None:
+    store.compare_and_swap(MAIN, None, A, "create")
+    assert store.compare_and_swap(MAIN, B, None, "stale delete") is False
+    assert store.get(MAIN) == A
+    assert store.compare_and_swap(MAIN, A, None, "delete") is True
+    assert store.get(MAIN) is None
+    assert MAIN not in store.list()
+    assert store.compare_and_swap(MAIN, None, C, "recreate") is True
+    assert store.get(MAIN) == C
+
+
+def test_swap_to_the_same_value_is_not_a_move(store: RefStore) -> None:
+    assert store.compare_and_swap(MAIN, None, None, "nothing") is True
+    store.compare_and_swap(MAIN, None, A, "create")
+    assert store.compare_and_swap(MAIN, A, A, "same") is True
+    assert store.get(MAIN) == A
+    assert [e.reason for e in store.reflog(MAIN)] == ["create"]
+
+
+def test_list_with_prefix_sorted(store: RefStore) -> None:
+    for i, name in enumerate(["refs/heads/zeta", "refs/tags/v1", "refs/heads/alpha", "refs/heads/a/b", "refs/headsx"]):
+        store.compare_and_swap(name, None, oid(i + 1), "create")
+    store.set_symbolic("HEAD", "refs/heads/alpha")
+    heads = store.list("refs/heads/")
+    assert list(heads) == ["refs/heads/a/b", "refs/heads/alpha", "refs/heads/zeta"]
+    assert heads["refs/heads/zeta"] == oid(1)
+    assert list(store.list()) == sorted(
+        ["refs/heads/zeta", "refs/tags/v1", "refs/heads/alpha", "refs/heads/a/b", "refs/headsx"]
+    )
+    assert store.list("refs/tags/") == {"refs/tags/v1": oid(2)}
+    assert store.list("refs/remotes/") == {}
+    assert "HEAD" not in store.list("")  # symbolic refs are not listed
+
+
+def test_reflog_order_and_content(store: RefStore, clock: FakeClock) -> None:
+    start = clock.now
+    store.compare_and_swap(MAIN, None, A, "create")
+    store.compare_and_swap(MAIN, A, B, "commit: two")
+    store.compare_and_swap(MAIN, B, C, "reset: back")
+    store.compare_and_swap("refs/heads/other", None, A, "other")
+    log = store.reflog(MAIN)
+    assert log == [
+        ReflogEntry(MAIN, B, C, start + 3, "reset: back"),
+        ReflogEntry(MAIN, A, B, start + 2, "commit: two"),
+        ReflogEntry(MAIN, None, A, start + 1, "create"),
+    ]
+    assert all(type(e.new) is ObjectId for e in log)
+    assert store.reflog(MAIN, limit=2) == log[:2]
+    assert store.reflog(MAIN, limit=0) == []
+    assert store.reflog_names() == ["refs/heads/main", "refs/heads/other"]
+
+
+def test_reflog_survives_deletion(store: RefStore, clock: FakeClock) -> None:
+    store.compare_and_swap(MAIN, None, A, "create")
+    store.compare_and_swap(MAIN, A, None, "delete")
+    assert store.get(MAIN) is None
+    log = store.reflog(MAIN)
+    assert [(e.old, e.new, e.reason) for e in log] == [(A, None, "delete"), (None, A, "create")]
+    assert store.reflog_names() == [MAIN]
+
+
+def test_expire_reflog(store: RefStore, clock: FakeClock) -> None:
+    start = clock.now
+    store.compare_and_swap(MAIN, None, A, "one")  # start + 1
+    store.compare_and_swap(MAIN, A, B, "two")  # start + 2
+    store.compare_and_swap("refs/heads/x", None, A, "x")  # start + 3
+    assert store.expire_reflog(start + 2, name=MAIN) == 1
+    assert [e.reason for e in store.reflog(MAIN)] == ["two"]
+    assert store.expire_reflog(start + 10) == 2
+    assert store.reflog_names() == []
+    assert store.get(MAIN) == B  # refs themselves are untouched
+
+
+def test_injected_clock_times_the_reflog(store: RefStore, clock: FakeClock) -> None:
+    clock.now = 42.0
+    store.compare_and_swap(MAIN, None, A, "create")
+    (entry,) = store.reflog(MAIN)
+    assert entry.time == 43.0 and isinstance(entry.time, float)
+
+
+def test_symbolic_refs(store: RefStore) -> None:
+    assert store.get_symbolic("HEAD") is None
+    store.set_symbolic("HEAD", MAIN)  # the target need not exist yet
+    assert store.get_symbolic("HEAD") == MAIN
+    assert store.get("HEAD") is None
+    store.set_symbolic("HEAD", "refs/heads/other")
+    assert store.get_symbolic("HEAD") == "refs/heads/other"
+    assert store.delete_symbolic("HEAD") is True
+    assert store.delete_symbolic("HEAD") is False
+    assert store.get_symbolic("HEAD") is None
+
+
+def test_direct_and_symbolic_replace_each_other(store: RefStore) -> None:
+    store.set_symbolic("HEAD", MAIN)
+    assert store.compare_and_swap("HEAD", None, A, "detach") is True
+    assert store.get_symbolic("HEAD") is None
+    assert store.get("HEAD") == A
+    assert store.list("") == {"HEAD": A}
+    store.set_symbolic("HEAD", MAIN)  # attach again: the direct HEAD goes, and its removal is logged
+    assert store.get("HEAD") is None
+    assert store.get_symbolic("HEAD") == MAIN
+    assert [(e.old, e.new) for e in store.reflog("HEAD")] == [(A, None), (None, A)]
+
+
+@pytest.mark.parametrize("name", ["refs/heads/a..b", "refs/heads/x.lock", "refs/heads/", "main", "refs/heads/a b", "", "@"])
+def test_invalid_names_are_rejected(store: RefStore, name: str) -> None:
+    with pytest.raises(InvalidRefNameError):
+        store.compare_and_swap(name, None, A, "create")
+    with pytest.raises(InvalidRefNameError):
+        store.get(name)
+    with pytest.raises(InvalidRefNameError):
+        store.reflog(name)
+    with pytest.raises(InvalidRefNameError):
+        store.set_symbolic(name, MAIN)
+    with pytest.raises(InvalidRefNameError):
+        store.set_symbolic("HEAD", name)
+    assert store.list("") == {}
+
+
+def test_symbolic_target_must_be_under_refs(store: RefStore) -> None:
+    with pytest.raises(InvalidRefNameError):
+        store.set_symbolic("HEAD", "ORIG_HEAD")
+    with pytest.raises(InvalidRefNameError):
+        store.set_symbolic("refs/x", "refs/x")
+
+
+def test_values_must_be_ids(store: RefStore) -> None:
+    with pytest.raises(TypeError):
+        store.compare_and_swap(MAIN, None, b"short", "create")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        store.compare_and_swap(MAIN, None, A.hex, "create")  # type: ignore[arg-type]
+    assert store.compare_and_swap(MAIN, None, bytes(A), "plain bytes") is True  # type: ignore[arg-type]
+    assert type(store.get(MAIN)) is ObjectId
+
+
+def test_threads_lose_no_update(store: RefStore) -> None:
+    def work() -> None:
+        done = 0
+        while done < 50:
+            current = store.get(MAIN)
+            n = int.from_bytes(current, "big") if current is not None else 0
+            if store.compare_and_swap(MAIN, current, oid(n + 1), f"increment to {n + 1}"):
+                done += 1
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.get(MAIN) == oid(200)
+    assert len(store.reflog(MAIN)) == 200
+
+
+# --- several processes on one SQLite file ------------------------------------------
+
+_WORKER = textwrap.dedent(
+    """
+    import sys
+    from snapvc.refs.sqlite import SqliteRefStore
+    from snapvc.store.sqlite import SqliteFile
+    from snapvc.ids import ObjectId
+
+    refs = SqliteRefStore(SqliteFile(sys.argv[1]))
+    print("ready", flush=True)
+    sys.stdin.readline()  # wait until every worker is ready, so they race
+    done = lost = 0
+    while done < 50:
+        current = refs.get("refs/heads/counter")
+        n = int.from_bytes(current, "big") if current is not None else 0
+        if refs.compare_and_swap("refs/heads/counter", current, ObjectId((n + 1).to_bytes(32, "big")), "increment"):
+            done += 1
+        else:
+            lost += 1
+    print("lost", lost, flush=True)
+    """
+)
+
+
+def test_two_processes_lose_no_update(tmp_path: Path) -> None:
+    path = tmp_path / "shared.snapvc"
+    file = SqliteFile(path)
+    refs = SqliteRefStore(file)  # create the tables before the workers start
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(path)],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        for w in workers:
+            assert w.stdout is not None
+            line = w.stdout.readline()
+            assert line == "ready\n", line + (w.stderr.read() if w.stderr else "")
+        for w in workers:
+            assert w.stdin is not None
+            w.stdin.write("go\n")
+            w.stdin.flush()
+        for w in workers:
+            out, err = w.communicate(timeout=60)
+            assert w.returncode == 0, err
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+    assert refs.get("refs/heads/counter") == oid(100)
+    log = refs.reflog("refs/heads/counter")
+    assert len(log) == 100
+    # The reflog is one unbroken chain: 0 -> 1 -> ... -> 100.
+    assert [e.new for e in reversed(log)] == [oid(n) for n in range(1, 101)]
+    assert [e.old for e in reversed(log)] == [None] + [oid(n) for n in range(1, 100)]
+    file.close()
