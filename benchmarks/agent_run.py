@@ -268,7 +268,6 @@ def _timed_run(
                 say(f"step {i}/{steps}")
         checkout_s = _median(CHECKOUT_REPEATS, lambda: repo.checkout(BRANCH))
         _check(repo.checkout(BRANCH) == state, checks, "checkout after the run equals the state in memory")
-        _checkpoint(repo)
         store_files = _store_files(path)
     finally:
         repo.close()
@@ -344,13 +343,6 @@ def _median(repeats: int, fn: Callable[[], object]) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
-
-
-def _checkpoint(repo: Any) -> None:
-    """Fold the write-ahead log into the file, if the repository offers a way to."""
-    checkpoint = getattr(repo, "checkpoint", None)
-    if callable(checkpoint):
-        checkpoint()
 
 
 def _store_files(path: Path) -> dict[str, int]:

@@ -10,19 +10,20 @@ Kinds (format version 1; a later format adds kinds, it never changes these):
 kind     tag   payload
 =======  ====  =====================================================================
 BLOB     0x01  raw bytes: one content-defined chunk of a long str or bytes value
-MAP      0x02  msgpack ``[type, level, keys, values]`` (leaf) or
+MAP      0x02  msgpack ``[type, 0, {key: value}, ref_keys]`` (leaf) or
                ``[type, level, first_keys, children, counts]`` (inner) — a dict
-SEQ      0x03  msgpack ``[type, level, values]`` (leaf) or
+SEQ      0x03  msgpack ``[type, 0, values, ref_positions]`` (leaf) or
                ``[type, level, children, counts]`` (inner) — a list or tuple
-TEXT     0x04  msgpack ``[type, level, pieces, lengths]`` (leaf) or
+TEXT     0x04  msgpack ``[type, 0, pieces, lengths, ref_positions]`` (leaf) or
                ``[type, level, children, lengths]`` (inner) — a long str or bytes
 COMMIT   0x05  msgpack ``[tree, parents, author, time_us, message, metadata, generation]``
 =======  ====  =====================================================================
 
-Inside MAP/SEQ/TEXT payloads a value is either inline (msgpack, with the extension types
-of ``snapvc.encoding.values``) or a reference to a child object (extension type 0 holding
-the 32-byte id). References only ever appear as direct entries of a node, never nested
-inside an inline value, so readers find every child without walking inline values.
+Inside MAP/SEQ/TEXT leaves a value is either inline (msgpack, with the extension types
+of ``snapvc.encoding.values``) or a reference to a child object: its bare 32-byte id,
+listed in the leaf's ``ref_keys`` / ``ref_positions``. References only ever appear as
+direct entries of a node, never nested inside an inline value, so readers find every
+child without walking inline values, and decode a node in one C-speed msgpack call.
 
 ``level`` is 0 for leaves; a large dict, list or long string is a prolly tree whose inner
 nodes list their children with the number of entries (or bytes, for TEXT) below each.

@@ -21,7 +21,7 @@ from typing import Any
 
 from snapvc.backend import Backend, open_backend
 from snapvc.diff import Change, diff_values
-from snapvc.encoding.reader import Loader, MapView, ObjectCache
+from snapvc.encoding.reader import Loader, MapView, ObjectCache, children_of
 from snapvc.encoding.writer import EncodeCache, Encoder
 from snapvc.errors import (
     ObjectNotFoundError,
@@ -210,7 +210,9 @@ class Repository:
                 )
                 objects = encoder.objects
                 objects[commit.id] = commit_bytes
-                present = self.store.has_many(list(objects))
+                # Re-putting an object only refreshes its age, but costs compression:
+                # skip the ones already stored when a commit brings many objects.
+                present = self.store.has_many(list(objects)) if len(objects) > 16 else set()
                 with self.backend.transaction():
                     self.store.put_many((oid, data) for oid, data in objects.items() if oid not in present)
                     self.commits.add(commit)
@@ -411,13 +413,8 @@ class Repository:
             size = len(payload)
         else:
             _, node = self.loader.node(oid)
-            size = len(payload)
-            refs: list[ObjectId] = []
-            for part in node[2:]:
-                if isinstance(part, list):
-                    refs.extend(v for v in part if type(v) is ObjectId)
-            size -= 35 * len(refs)
-            size += sum(self._logical_size(r, memo) for r in refs)
+            refs = children_of(kind, node)
+            size = len(payload) - 34 * len(refs) + sum(self._logical_size(r, memo) for r in refs)
         memo[oid] = size
         return size
 

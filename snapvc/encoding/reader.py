@@ -9,7 +9,6 @@ asked for, so reading one message of a long history reads a handful of objects.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import accumulate
 from threading import Lock
@@ -18,10 +17,10 @@ from typing import Any, overload
 import msgpack
 
 from snapvc.encoding.adapters import adapter_for_name
-from snapvc.encoding.values import EXT_REF, ext_hook
+from snapvc.encoding.values import ext_hook
 from snapvc.errors import CorruptObjectError, ObjectNotFoundError, SnapvcError
 from snapvc.ids import ObjectId
-from snapvc.objects import BLOB, MAP, SEQ, TEXT, split_object
+from snapvc.objects import BLOB, KIND_NAMES, MAP, SEQ, TEXT, split_object
 
 __all__ = ["Loader", "MapView", "SeqView"]
 
@@ -30,31 +29,27 @@ TAG_STR = 0
 
 
 class ObjectCache:
-    """A byte-bounded LRU of canonical object bytes by id (objects are immutable)."""
+    """A byte-bounded cache of canonical object bytes by id (objects are immutable).
+
+    Eviction is first-in, first-out: cheap on the read path, which matters more here
+    than exact recency. Safe to share between threads (single dict operations).
+    """
 
     def __init__(self, max_bytes: int = 64 << 20) -> None:
         self.max_bytes = max_bytes
-        self._data: OrderedDict[ObjectId, bytes] = OrderedDict()
+        self._data: dict[bytes, bytes] = {}
         self._size = 0
         self._lock = Lock()
+        self.get = self._data.get
 
-    def get(self, oid: ObjectId) -> bytes | None:
-        with self._lock:
-            data = self._data.get(oid)
-            if data is not None:
-                self._data.move_to_end(oid)
-            return data
-
-    def put(self, oid: ObjectId, data: bytes) -> None:
-        if len(data) > self.max_bytes // 8:
+    def put(self, oid: bytes, data: bytes) -> None:
+        if len(data) > self.max_bytes // 8 or oid in self._data:
             return
         with self._lock:
-            if oid in self._data:
-                return
             self._data[oid] = data
             self._size += len(data)
             while self._size > self.max_bytes:
-                _, old = self._data.popitem(last=False)
+                old = self._data.pop(next(iter(self._data)))
                 self._size -= len(old)
 
     def clear(self) -> None:
@@ -89,7 +84,7 @@ class Loader:
             for oid in missing:
                 data = found.get(oid)
                 if data is None:
-                    raise ObjectNotFoundError(oid, "referenced by the state being read; run fsck")
+                    raise ObjectNotFoundError(ObjectId(oid), "referenced by the state being read; run fsck")
                 cache.put(oid, data)
                 out[oid] = data
         return out
@@ -103,56 +98,56 @@ class Loader:
 
     # -- materialization ----------------------------------------------------------------
 
-    def materialize(self, oid: ObjectId) -> Any:
+    def materialize(self, oid: bytes) -> Any:
         """The value stored under ``oid`` as fresh Python objects."""
-        decoded: dict[ObjectId, tuple[int, Any]] = {}
-        raw: dict[ObjectId, bytes] = {}
+        decoded: dict[bytes, tuple[int, Any]] = {}
+        raw: dict[bytes, bytes] = {}
         frontier = [oid]
         while frontier:
             found = self.fetch_many(frontier)
-            refs: list[ObjectId] = []
+            refs: list[bytes] = []
             for fid in frontier:
                 data = found[fid]
                 raw[fid] = data
-                kind, node = _decode(fid, data, refs)
-                decoded[fid] = (kind, node)
-            frontier = list(dict.fromkeys(r for r in refs if r not in decoded))
+                kind, node = decoded[fid] = _decode(fid, data)
+                if kind != BLOB:
+                    refs += children_of(kind, node)
+            frontier = [r for r in dict.fromkeys(refs) if r not in decoded]
         return _Builder(decoded, raw).build(oid)
 
-    def view(self, oid: ObjectId) -> Any:
+    def view(self, oid: bytes) -> Any:
         """A lazy view of a MAP or SEQ object, the value itself for anything else."""
         kind, node = self.node(oid)
         if kind == MAP and not isinstance(node[0], str):
-            return MapView(self, oid, node)
+            return MapView(self, ObjectId(oid), node)
         if kind == SEQ:
-            return SeqView(self, oid, node)
+            return SeqView(self, ObjectId(oid), node)
         return self.materialize(oid)
 
-    def value_of(self, v: Any) -> Any:
-        """An entry read from a node: lazy for a map or list child, else the value."""
-        return self.view(v) if type(v) is ObjectId else v
+
+def children_of(kind: int, node: list[Any]) -> list[bytes]:
+    """The ids a decoded node refers to."""
+    if node[1]:
+        return node[3] if kind == MAP else node[2]
+    values = node[2]
+    return [values[i] for i in (node[4] if kind == TEXT else node[3])]
 
 
-def _decode(oid: ObjectId, data: bytes, refs: list[ObjectId] | None = None) -> tuple[int, Any]:
-    kind, payload = split_object(oid, data)
+def _decode(oid: bytes, data: bytes) -> tuple[int, Any]:
+    kind = data[0] if data else -1
     if kind == BLOB:
-        return kind, payload
-    if refs is None:
-        hook = ext_hook
-    else:
-        def hook(code: int, ext: bytes) -> Any:
-            value = ext_hook(code, ext)
-            if code == EXT_REF:
-                refs.append(value)
-            return value
+        return kind, data[1:]
+    if kind not in (MAP, SEQ, TEXT):
+        split_object(ObjectId(oid), data)  # raises the right error for unknown kinds
+        raise CorruptObjectError(ObjectId(oid), f"a {KIND_NAMES[kind]} object cannot be a value")
     try:
-        node = msgpack.unpackb(payload, ext_hook=hook, raw=False)
+        node = msgpack.unpackb(memoryview(data)[1:], ext_hook=ext_hook, raw=False)
     except SnapvcError:
         raise
     except Exception as exc:
-        raise CorruptObjectError(oid, f"cannot decode {kind:#04x} payload: {exc}") from None
-    if type(node) is not list or len(node) < 3:
-        raise CorruptObjectError(oid, "node payload is not a [type, level, ...] array")
+        raise CorruptObjectError(ObjectId(oid), f"cannot decode {KIND_NAMES[kind]} payload: {exc}") from None
+    if type(node) is not list or len(node) < 4:
+        raise CorruptObjectError(ObjectId(oid), "node payload is not a [type, level, ...] array")
     return kind, node
 
 
@@ -160,21 +155,20 @@ class _Builder:
     """Assembles decoded nodes into values; a node used twice is decoded afresh so no
     two places in the result share a mutable object."""
 
-    def __init__(self, decoded: dict[ObjectId, tuple[int, Any]], raw: dict[ObjectId, bytes]) -> None:
+    def __init__(self, decoded: dict[bytes, tuple[int, Any]], raw: dict[bytes, bytes]) -> None:
         self.decoded = decoded
         self.raw = raw
 
-    def _take(self, oid: ObjectId) -> tuple[int, Any]:
+    def _take(self, oid: bytes) -> tuple[int, Any]:
         got = self.decoded.pop(oid, None)
         if got is None:
             return _decode(oid, self.raw[oid])
         return got
 
-    def build(self, oid: ObjectId) -> Any:
+    def build(self, oid: bytes) -> Any:
         kind, node = self._take(oid)
         if kind == MAP:
-            out: dict[str, Any] = {}
-            self._map_into(node, out)
+            out = self._map_into(node, {})
             tag = node[0]
             return out if tag == 0 else adapter_for_name(tag).from_fields(out)
         if kind == SEQ:
@@ -189,33 +183,39 @@ class _Builder:
                 try:
                     return data.decode("utf-8")
                 except UnicodeDecodeError as exc:
-                    raise CorruptObjectError(oid, f"text is not valid UTF-8: {exc}") from None
+                    raise CorruptObjectError(ObjectId(oid), f"text is not valid UTF-8: {exc}") from None
             return data
-        if kind == BLOB:
-            return node
-        raise CorruptObjectError(oid, f"a {kind:#04x} object cannot be a value")
+        return node  # BLOB
 
-    def _map_into(self, node: list[Any], out: dict[str, Any]) -> None:
+    def _map_into(self, node: list[Any], out: dict[str, Any]) -> dict[str, Any]:
         if node[1] == 0:
-            _, _, keys, vals = node
-            build = self.build
-            out.update(zip(keys, [build(v) if type(v) is ObjectId else v for v in vals]))
+            values = node[2]
+            for key in node[3]:
+                values[key] = self.build(values[key])
+            if not out:
+                return values  # a fresh dict from the decoder: no copy needed
+            out.update(values)
         else:
             for child in node[3]:
-                self._map_into(self._take(child)[1], out)
+                out = self._map_into(self._take(child)[1], out)
+        return out
 
     def _seq_into(self, node: list[Any], items: list[Any]) -> None:
         if node[1] == 0:
-            build = self.build
-            items.extend([build(v) if type(v) is ObjectId else v for v in node[2]])
+            values = node[2]
+            for i in node[3]:
+                values[i] = self.build(values[i])
+            items += values
         else:
             for child in node[2]:
                 self._seq_into(self._take(child)[1], items)
 
     def _text_into(self, node: list[Any], parts: list[bytes]) -> None:
         if node[1] == 0:
-            for piece in node[2]:
-                parts.append(self._take(piece)[1] if type(piece) is ObjectId else piece)
+            pieces = node[2]
+            for i in node[4]:
+                pieces[i] = self._take(pieces[i])[1]
+            parts += pieces
         else:
             for child in node[2]:
                 self._text_into(self._take(child)[1], parts)
@@ -242,12 +242,10 @@ class MapView(Mapping[str, Any]):
         if type(key) is not str:
             raise KeyError(key)
         leaf = self._leaf_for(key)
-        if leaf is not None:
-            keys = leaf[2]
-            i = bisect_right(keys, key) - 1
-            if i >= 0 and keys[i] == key:
-                return self._loader.value_of(leaf[3][i])
-        raise KeyError(key)
+        if leaf is None or key not in leaf[2]:
+            raise KeyError(key)
+        value = leaf[2][key]
+        return self._loader.view(value) if key in leaf[3] else value
 
     def _leaves(self, node: list[Any]) -> Iterator[list[Any]]:
         if node[1] == 0:
@@ -301,7 +299,8 @@ class SeqView(Sequence[Any]):
             i = bisect_right(starts, index) - 1
             index -= starts[i]
             node = self._loader.node(node[2][i])[1]
-        return self._loader.value_of(node[2][index])
+        value = node[2][index]
+        return self._loader.view(value) if index in node[3] else value
 
     def to_list(self) -> list[Any] | tuple[Any, ...]:
         return self._loader.materialize(self.id)

@@ -32,7 +32,7 @@ from typing import Any, Final
 from pyfastcdc import FastCDC
 
 from snapvc.encoding.adapters import adapter_for_value
-from snapvc.encoding.prolly import Level, NodeRec, entry_hash, plan_level
+from snapvc.encoding.prolly import LEAF_TARGET_BYTES, TARGET_NODE_BYTES, Level, NodeRec, entry_hash, plan_level
 from snapvc.encoding.values import (
     EXT_TUPLE,
     EXT_TYPED,
@@ -54,7 +54,7 @@ __all__ = ["Encoder", "EncodeCache", "INLINE_STR_MAX", "CHUNK_THRESHOLD", "INLIN
 
 INLINE_STR_MAX: Final = 2048
 CHUNK_THRESHOLD: Final = 8192
-INLINE_NODE_MAX: Final = 256
+INLINE_NODE_MAX: Final = int(__import__("os").environ.get("SNAPVC_INL", 256))
 SINGLE_NODE_ENTRIES: Final = 64
 CDC_AVG: Final = 4096
 
@@ -69,6 +69,9 @@ _chunker = FastCDC(avg_size=CDC_AVG)
 _SCALAR_EXT_TYPES = (_dt.datetime, _dt.date, _dt.time, _dt.timedelta, uuid.UUID, Decimal)
 _NAN_ENC: Final = msgpack.packb(float("nan"))
 _runs = count(1)
+_BIN32: Final = b"\xc4\x20"
+_ZERO: Final = b"\x00"
+_EMPTY_ARRAY: Final = b"\x90"
 
 
 class _Deep:
@@ -86,12 +89,6 @@ class _Deep:
         self.seqs: list[Any] = []
         self.slens: list[int] = []
         self.items: list[Any] = []
-
-    def copy(self) -> _Deep:
-        other = _Deep()
-        other.dicts, other.dlens, other.keys, other.vals = self.dicts[:], self.dlens[:], self.keys[:], self.vals[:]
-        other.seqs, other.slens, other.items = self.seqs[:], self.slens[:], self.items[:]
-        return other
 
     def add(self, child: Any, below: _Deep) -> None:
         """Record ``child`` (a dict, list or tuple) and everything below it."""
@@ -122,7 +119,8 @@ class _Deep:
             list(map(len, self.seqs)) == self.slens
             and list(map(len, self.dicts)) == self.dlens
             and all(map(is_, chain.from_iterable(self.seqs), self.items))
-            and all(map(is_, chain.from_iterable(self.dicts), self.keys))
+            # Keys are str (anything else fails to encode), and str equality is exact.
+            and list(chain.from_iterable(self.dicts)) == self.keys
             and all(map(is_, chain.from_iterable(map(dict.values, self.dicts)), self.vals))
         )
 
@@ -308,8 +306,7 @@ class Encoder:
             data = v  # type: ignore[assignment]
         pack = self._pack
         if len(data) <= CHUNK_THRESHOLD:
-            enc = self._store(TEXT, array_header(4) + pack(tag) + pack(0) + array_header(1) + pack(data)
-                              + array_header(1) + pack(len(data)))
+            enc = self._store(TEXT, self._leaf_payload(TEXT, tag, [(pack(data), len(data))]))
         else:
             view = memoryview(data)
             entries = [
@@ -474,7 +471,10 @@ class Encoder:
                     entries = e.entries[:m]
                     kids = [kid for kid in e.kids if kid[0] < m]
                     if m == len(old_vals):
-                        deep = e.deep.copy()
+                        # Pure append: extend the old snapshot in place. Should this
+                        # commit fail, the old entry keeps a snapshot covering more
+                        # containers than it needs, which only makes it stricter.
+                        deep = e.deep
             tail_kids_from = len(kids)
             for i in range(reuse, len(s)):
                 v = s[i]
@@ -511,28 +511,55 @@ class Encoder:
 
     # -- nodes and trees ----------------------------------------------------------------
 
+    def _values(self, encs: list[bytes]) -> tuple[bytes, bytes]:
+        """The array of entry encodings, and the packed array of the positions that are
+        references (stored as bare 32-byte ids, so readers decode them at C speed)."""
+        joined = b"".join(encs)
+        if REF_PREFIX not in joined:
+            return array_header(len(encs)) + joined, _EMPTY_ARRAY
+        parts = []
+        mask = []
+        for i, v in enumerate(encs):
+            if v.startswith(REF_PREFIX):
+                parts.append(_BIN32 + v[3:])
+                mask.append(i)
+            else:
+                parts.append(v)
+        return array_header(len(encs)) + b"".join(parts), self._pack(mask)
+
     def _leaf_payload(self, kind: int, tag: Any, entries: list[Any]) -> bytes:
         pack = self._pack
         n = len(entries)
-        head = array_header(4 if kind != SEQ else 3) + pack(tag) + pack(0)
-        if kind == MAP:
-            return head + array_header(n) + b"".join([k for k, _ in entries]) + array_header(n) + b"".join(
-                [v for _, v in entries]
-            )
-        if kind == SEQ:
-            return head + array_header(n) + b"".join(entries)
-        return head + array_header(n) + b"".join([p for p, _ in entries]) + array_header(n) + b"".join(
-            [pack(c) for _, c in entries]
-        )
+        if kind == MAP:  # [tag, 0, {key: value}, [keys whose values are references]]
+            body = b"".join([k + v for k, v in entries])
+            if REF_PREFIX not in body:
+                return array_header(4) + pack(tag) + _ZERO + map_header(n) + body + _EMPTY_ARRAY
+            parts = []
+            ref_keys = []
+            for k, v in entries:
+                if v.startswith(REF_PREFIX):
+                    parts.append(k + _BIN32 + v[3:])
+                    ref_keys.append(k)
+                else:
+                    parts.append(k + v)
+            return (array_header(4) + pack(tag) + _ZERO + map_header(n) + b"".join(parts)
+                    + array_header(len(ref_keys)) + b"".join(ref_keys))
+        if kind == SEQ:  # [tag, 0, values, ref positions]
+            values, mask = self._values(entries)
+            return array_header(4) + pack(tag) + _ZERO + values + mask
+        # TEXT: [tag, 0, pieces, lengths, ref positions]
+        pieces, mask = self._values([p for p, _ in entries])
+        return (array_header(5) + pack(tag) + _ZERO + pieces + array_header(n) + b"".join([pack(c) for _, c in entries])
+                + mask)
 
     def _inner_payload(self, kind: int, tag: Any, level: int, entries: list[Any]) -> bytes:
         pack = self._pack
         n = len(entries)
         if kind == MAP:
             return (array_header(5) + pack(tag) + pack(level) + array_header(n) + b"".join([f for f, _, _ in entries])
-                    + array_header(n) + b"".join([r for _, r, _ in entries])
+                    + array_header(n) + b"".join([_BIN32 + r[3:] for _, r, _ in entries])
                     + array_header(n) + b"".join([pack(c) for _, _, c in entries]))
-        return (array_header(4) + pack(tag) + pack(level) + array_header(n) + b"".join([r for r, _ in entries])
+        return (array_header(4) + pack(tag) + pack(level) + array_header(n) + b"".join([_BIN32 + r[3:] for r, _ in entries])
                 + array_header(n) + b"".join([pack(c) for _, c in entries]))
 
     def _build(self, kind: int, tag: Any, entries: list[Any], leaf_hs: Any, first_of: Any,
@@ -546,7 +573,7 @@ class Encoder:
         first = first_of
         while True:
             old = old_tree[level] if old_tree is not None and level < len(old_tree) else None
-            plan = plan_level(entries, hs, first, old)
+            plan = plan_level(entries, hs, first, old, LEAF_TARGET_BYTES if level == 0 else TARGET_NODE_BYTES)
             nodes: list[NodeRec] = []
             for item in plan:
                 if type(item) is NodeRec:
