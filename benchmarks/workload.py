@@ -19,9 +19,9 @@ document about 2.6x, as it does English prose such as the GPL's text, 2.7x), not
 random bytes (1x) nor like a repeated string (100x+).
 
 Same seed ⇒ same states, in every process and on every platform: all randomness comes
-from ``random.Random`` instances seeded with integers (never ``hash()``), and step ``i``
-draws from its own generator, so a step's changes do not depend on how many steps ran
-before it.
+from ``random.Random`` instances seeded with integers, never from ``hash()`` or set
+order, and step ``i`` draws from its own generator, so a step's changes do not depend
+on how many steps ran before it.
 """
 
 from __future__ import annotations
@@ -92,15 +92,15 @@ class TextGenerator:
             count = rng.choices(_SYLLABLE_COUNTS, _SYLLABLE_WEIGHTS)[0]
             words.add("".join(rng.choices(syllable_list, cum_weights=syllable_weights, k=count)))
         # Short words are the frequent ones, as in real prose; ties broken by the seed.
-        ranked = sorted(words, key=lambda w: (len(w) + rng.random() * 6, w))
+        # Drawn in sorted order: a set's order changes from one process to the next.
+        jitter = {word: rng.random() * 6 for word in sorted(words)}
+        ranked = sorted(jitter, key=lambda w: (len(w) + jitter[w], w))
         self.vocabulary: tuple[str, ...] = tuple(ranked)
         self._cumulative = list(
             itertools.accumulate(1.0 / (rank**zipf_exponent) for rank in range(1, vocabulary_size + 1))
         )
         common = min(200, vocabulary_size)
-        self._successors = {
-            word: tuple(ranked[rng.randrange(common)] for _ in range(3)) for word in ranked
-        }
+        self._successors = {word: tuple(ranked[rng.randrange(common)] for _ in range(3)) for word in ranked}
         self._successor_rate = successor_rate
 
     def words(self, rng: random.Random, count: int) -> list[str]:

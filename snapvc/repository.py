@@ -15,7 +15,7 @@ import heapq
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -317,15 +317,9 @@ class Repository:
         out a branch by name also makes it HEAD's branch, as ``git checkout`` does."""
         commit = self.get_commit(self.resolve(rev))
         state = self.loader.materialize(commit.tree)
-        if isinstance(rev, str) and rev not in ("HEAD", "@") and self.refs.get(self._try_branch_ref(rev) or "") == commit.id:
-            self.refs.set_symbolic("HEAD", self._try_branch_ref(rev))  # type: ignore[arg-type]
+        if isinstance(rev, str) and rev in self.branches():
+            self.refs.set_symbolic("HEAD", branch_ref(rev))
         return state
-
-    def _try_branch_ref(self, rev: str) -> str | None:
-        try:
-            return self._branch_ref(rev)
-        except Exception:
-            return None
 
     def snapshot(self, rev: str | ObjectId = "HEAD") -> MapView:
         """A lazy, read-only view of the state at ``rev``: reading one key loads only the
@@ -337,20 +331,27 @@ class Repository:
 
     def log(
         self,
-        rev: str | ObjectId = "HEAD",
+        rev: str | ObjectId | Sequence[str | ObjectId] = "HEAD",
         limit: int | None = None,
         where: Mapping[str, Any] | Callable[[Commit], bool] | None = None,
     ) -> Iterator[Commit]:
-        """Commits reachable from ``rev``, newest first (by generation, then time).
+        """Commits reachable from ``rev`` (or from any of several revs), newest first:
+        a commit always comes before its parents, then by generation and time.
 
         ``where`` keeps commits whose metadata has all the given values (keys may be
         dotted paths into nested metadata: ``{"usage.tokens": 10}``), or for which a
         callable returns True. Answered from the commit index: no state is read.
         """
-        start = self.get_commit(self.resolve(rev))
+        revs = [rev] if isinstance(rev, (str, ObjectId)) else list(rev)
         match = _metadata_filter(where)
-        seen = {start.id}
-        heap: list[tuple[int, int, bytes, Commit]] = [(-start.generation, -start.timestamp_us, start.id, start)]
+        seen: set[ObjectId] = set()
+        heap: list[tuple[int, int, bytes, Commit]] = []
+        for r in revs:
+            start = self.get_commit(self.resolve(r))
+            if start.id not in seen:
+                seen.add(start.id)
+                heap.append((-start.generation, -start.timestamp_us, start.id, start))
+        heapq.heapify(heap)
         produced = 0
         while heap and (limit is None or produced < limit):
             _, _, _, commit = heapq.heappop(heap)

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -85,8 +88,6 @@ def test_report_renders_as_text_markdown_and_json(report) -> None:
 
 
 def test_benchmark_leaves_no_repository_behind_in_its_own_temporary_folder(monkeypatch, tmp_path) -> None:
-    import tempfile
-
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     run_agent_benchmark(2, documents=1, doc_size=2_000, measure_memory=False)
     assert list(tmp_path.iterdir()) == []
@@ -108,6 +109,27 @@ def _run(seed: int, steps: int) -> list[dict]:
 def test_workload_is_deterministic() -> None:
     assert _run(7, 25) == _run(7, 25)
     assert _run(7, 1)[0] != _run(8, 1)[0]
+
+
+_DIGEST = """
+import hashlib, json
+from benchmarks.workload import AgentRun
+run = AgentRun(seed=5, documents=3, doc_size=3000)
+state = run.initial_state()
+for i in range(1, 21):
+    run.step(state, i)
+print(hashlib.sha256(json.dumps(state).encode()).hexdigest())
+"""
+
+
+def test_workload_is_the_same_in_every_process() -> None:
+    digests = set()
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        done = subprocess.run([sys.executable, "-c", _DIGEST], cwd=_ROOT, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        digests.add(done.stdout)
+    assert len(digests) == 1
 
 
 def test_a_step_does_not_depend_on_the_steps_before_it_in_this_process() -> None:

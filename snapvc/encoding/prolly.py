@@ -20,8 +20,7 @@ from snapvc.encoding.values import REF_PREFIX
 
 __all__ = ["TARGET_NODE_BYTES", "MAX_NODE_BYTES", "NodeRec", "Level", "plan_level", "entry_hash", "common_prefix"]
 
-TARGET_NODE_BYTES: Final = int(__import__("os").environ.get("SNAPVC_T", 512))
-LEAF_TARGET_BYTES: Final = int(__import__("os").environ.get("SNAPVC_LT", 512))
+TARGET_NODE_BYTES: Final = 512
 MAX_NODE_BYTES: Final = 16 * TARGET_NODE_BYTES
 _MIX: Final = 0x9E3779B1
 
@@ -94,7 +93,7 @@ def plan_level(
             return out
         by_first = {first_of(old_entries[nd.start]): nd for nd in old_nodes[k:]}
     old_n = len(old_entries)
-    cap = 16 * target
+    cap = MAX_NODE_BYTES * target // TARGET_NODE_BYTES
     while i < n:
         if by_first:
             cand = by_first.get(first_of(entries[i]))

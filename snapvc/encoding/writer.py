@@ -32,7 +32,7 @@ from typing import Any, Final
 from pyfastcdc import FastCDC
 
 from snapvc.encoding.adapters import adapter_for_value
-from snapvc.encoding.prolly import LEAF_TARGET_BYTES, TARGET_NODE_BYTES, Level, NodeRec, entry_hash, plan_level
+from snapvc.encoding.prolly import Level, NodeRec, entry_hash, plan_level
 from snapvc.encoding.values import (
     EXT_TUPLE,
     EXT_TYPED,
@@ -54,7 +54,7 @@ __all__ = ["Encoder", "EncodeCache", "INLINE_STR_MAX", "CHUNK_THRESHOLD", "INLIN
 
 INLINE_STR_MAX: Final = 2048
 CHUNK_THRESHOLD: Final = 8192
-INLINE_NODE_MAX: Final = int(__import__("os").environ.get("SNAPVC_INL", 256))
+INLINE_NODE_MAX: Final = 256
 SINGLE_NODE_ENTRIES: Final = 64
 CDC_AVG: Final = 4096
 
@@ -573,7 +573,7 @@ class Encoder:
         first = first_of
         while True:
             old = old_tree[level] if old_tree is not None and level < len(old_tree) else None
-            plan = plan_level(entries, hs, first, old, LEAF_TARGET_BYTES if level == 0 else TARGET_NODE_BYTES)
+            plan = plan_level(entries, hs, first, old)
             nodes: list[NodeRec] = []
             for item in plan:
                 if type(item) is NodeRec:

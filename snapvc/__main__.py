@@ -1,0 +1,5 @@
+"""``python -m snapvc`` is the ``snapvc`` command."""
+
+from snapvc.cli import main
+
+main()

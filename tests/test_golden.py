@@ -1,0 +1,94 @@
+"""The format is a public promise: fixed values and commits have fixed ids.
+
+If one of these fails, the canonical encoding changed and every existing repository
+would see new ids for the same states. Such a change needs a new format version (new
+object kinds or codecs that old readers refuse clearly), never a silent edit here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import snapvc
+from snapvc.encoding.writer import Encoder
+from snapvc.ids import ObjectId
+from snapvc.objects import Commit
+from tests.golden_values import golden_states
+
+GOLDEN_TREES = {
+    "empty": "59f949db4f239416846dbd40067e26649efea700e1a882f445b50198259ce919",
+    "one-int": "91a3a84405d940f70c34f02c08d649621bbba2a09f0384c8bf8150335d970d9a",
+    "scalars": "83426ff37537731f642531c95df9f203772402f1d2dc1bf6693dd9b26ec8e355",
+    "text-bytes": "064c0baba98d1e12dc981480d11fdbf5af5a61ae9670ed8668f21aed7baf01a5",
+    "containers": "c25ddd8cc61e0a3b7c5fdea73280240a2229dd99d9af58d6dfa5ea3a3e30f5c4",
+    "ext-types": "2b5fedc3f0c9173334fafa71e33736298fe5dcfaaf81bbe92d11f3084f32d57b",
+    "typed": "a4a3ebe099b6d3dd8798f280f88176472778aeee2d7547f1262925220592cafe",
+    "long-text": "c726b7701cbf8b3ac082e5af07f49dee045e06fde0fd480c5474828636d805bc",
+    "chunked-text": "89e704156b7bc450f062a6db42557844a5f33ad86302b360a58303a0ad6fe335",
+    "long-list": "e518220cb2e110aeb5e17af5c05b072306e269fcacf6d86b4a67cc24573b2998",
+    "wide-map": "5dd1a745b03a6db27b15394e35636f5f8390979ba7977754a686f3f0b0650dbb",
+    "messages": "4158dfa6bf7e20bf3953136a8ec683fb653182dd31171731db5b7deb50f26ff2",
+}
+
+GOLDEN_COMMITS = [
+    "cba94e21e68217c16bf27f9ad68b4306c9d81d4b03cfb8d28fee8eb6d9a1ab06",
+    "9981279a193ad9aa16d1aa1be9f82fa4ac28b2c4be796403f305c725dbdd57fb",
+    "7114d5ceab6b8f68fb2cd79bb04195281cb1748990e60676a09225646eccb59e",
+]
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_TREES))
+def test_tree_ids_are_frozen(name: str) -> None:
+    state = golden_states()[name]
+    assert Encoder().encode_root(state).hex == GOLDEN_TREES[name]
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_TREES))
+def test_golden_states_round_trip_through_a_repository(name: str) -> None:
+    state = golden_states()[name]
+    with snapvc.open("memory://") as repo:
+        commit = repo.commit(state)
+        assert commit.tree.hex == GOLDEN_TREES[name]
+        back = repo.checkout()
+    if name == "scalars":  # NaN is not equal to itself
+        assert repr(back.pop("nan")) == repr(state.pop("nan")) == "nan"
+    assert back == state
+
+
+def _golden_commits() -> list[Commit]:
+    tree = ObjectId.from_hex(GOLDEN_TREES["empty"])
+    c1, _ = Commit.create(tree=tree, parents=(), author="ada", timestamp_us=1_700_000_000_000_000, message="first",
+                          metadata={"step": 1, "agent": "researcher"}, generation=1)
+    c2, _ = Commit.create(tree=tree, parents=(c1.id,), author="ada", timestamp_us=1_700_000_001_000_000,
+                          message="second", metadata={}, generation=2)
+    c3, _ = Commit.create(tree=tree, parents=(c2.id, c1.id), author="bob", timestamp_us=1_700_000_002_500_000,
+                          message="merge\n\nbody", metadata={"usage": {"tokens": 10}}, generation=3)
+    return [c1, c2, c3]
+
+
+def test_commit_ids_are_frozen() -> None:
+    assert [c.id.hex for c in _golden_commits()] == GOLDEN_COMMITS
+
+
+def test_commit_encoding_round_trips() -> None:
+    for commit in _golden_commits():
+        data = commit.encode()
+        assert ObjectId.of(data) == commit.id
+        back = Commit.decode(commit.id, data[1:])
+        assert back == commit and back.metadata == commit.metadata and back.time == commit.time
+
+
+def test_metadata_key_order_does_not_change_the_id() -> None:
+    tree = ObjectId.from_hex(GOLDEN_TREES["empty"])
+    a, _ = Commit.create(tree=tree, parents=(), author="x", timestamp_us=1, message="m", metadata={"a": 1, "b": 2}, generation=1)
+    b, _ = Commit.create(tree=tree, parents=(), author="x", timestamp_us=1, message="m", metadata={"b": 2, "a": 1}, generation=1)
+    assert a.id == b.id
+
+
+def test_commit_ids_in_a_repository_follow_clock_and_author() -> None:
+    now = [1_700_000_000.0]
+    with snapvc.open("memory://", clock=lambda: now[0], author="ada") as repo:
+        c1 = repo.commit({}, message="first", metadata={"step": 1, "agent": "researcher"})
+        now[0] += 1
+        c2 = repo.commit({}, message="second")
+    assert [c1.id.hex, c2.id.hex] == GOLDEN_COMMITS[:2]
