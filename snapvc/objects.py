@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Final
 
 import msgpack
@@ -41,7 +43,7 @@ import orjson
 from snapvc.errors import CorruptObjectError, FormatVersionError
 from snapvc.ids import ObjectId
 
-__all__ = ["BLOB", "MAP", "SEQ", "TEXT", "COMMIT", "KIND_NAMES", "Commit", "object_bytes", "split_object"]
+__all__ = ["frozen_metadata", "BLOB", "MAP", "SEQ", "TEXT", "COMMIT", "KIND_NAMES", "Commit", "object_bytes", "split_object"]
 
 BLOB: Final = 0x01
 MAP: Final = 0x02
@@ -68,6 +70,11 @@ def split_object(oid: ObjectId, data: bytes) -> tuple[int, bytes]:
     return kind, data[1:]
 
 
+def frozen_metadata(meta_json: bytes) -> Mapping[str, Any]:
+    """Metadata as a read-only mapping: commits are shared, immutable values."""
+    return MappingProxyType(orjson.loads(meta_json))
+
+
 def _utc_from_us(us: int) -> datetime:
     return datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc).replace(microsecond=us % 1_000_000)
 
@@ -88,7 +95,7 @@ class Commit:
     author: str
     timestamp_us: int
     message: str
-    metadata: dict[str, Any] = field(hash=False, compare=False)
+    metadata: Mapping[str, Any] = field(hash=False, compare=False)  # read-only
     generation: int
     metadata_json: bytes = field(repr=False)
 
@@ -139,7 +146,7 @@ class Commit:
             use_bin_type=True,
         )
         oid, data = object_bytes(COMMIT, payload)
-        commit = cls(oid, tree, tuple(parents), author, timestamp_us, message, orjson.loads(meta_json), generation, meta_json)
+        commit = cls(oid, tree, tuple(parents), author, timestamp_us, message, frozen_metadata(meta_json), generation, meta_json)
         return commit, data
 
     @classmethod
@@ -154,7 +161,7 @@ class Commit:
                 author,
                 ts,
                 message,
-                orjson.loads(meta_json),
+                frozen_metadata(meta_json),
                 generation,
                 meta_json,
             )

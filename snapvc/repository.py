@@ -41,6 +41,8 @@ __all__ = ["Repository", "RepoStats", "open", "DEFAULT_BRANCH"]
 
 DEFAULT_BRANCH = "main"
 _MAX_BRANCH_CACHES = 8
+_PREFETCH_COMMITS = 512
+_MAX_CACHED_COMMITS = 200_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +106,7 @@ class Repository:
         self.loader = Loader(self.store.get_many, ObjectCache(cache_bytes))
         self._encode_caches: dict[str, EncodeCache] = {}
         self._write_lock = threading.RLock()
+        self._commit_cache: dict[ObjectId, Commit] = {}  # commits are immutable
         if self.refs.get_symbolic("HEAD") is None and self.refs.get("HEAD") is None:
             self.refs.set_symbolic("HEAD", branch_ref(DEFAULT_BRANCH))
 
@@ -154,9 +157,14 @@ class Repository:
 
     def get_commit(self, oid: ObjectId, *, rev: str | None = None) -> Commit:
         """The commit ``oid``; ``UnknownRevisionError`` if it is not a commit."""
-        commit = self.commits.get(oid)
+        commit = self._commit_cache.get(oid)
         if commit is not None:
             return commit
+        # History is read backwards: fetch this commit's first-parent chain in one go.
+        chain = self.commits.first_parent_chain(oid, _PREFETCH_COMMITS)
+        if chain:
+            self._cache_commits(chain)
+            return chain[0]
         try:
             data = self.store.get(oid)
         except ObjectNotFoundError:
@@ -166,7 +174,15 @@ class Repository:
             raise UnknownRevisionError(f"{rev or oid}: object {oid.short} is a {_kind_name(kind)}, not a commit")
         commit = Commit.decode(oid, payload)
         self.commits.add(commit)
+        self._cache_commits([commit])
         return commit
+
+    def _cache_commits(self, commits: list[Commit]) -> None:
+        cache = self._commit_cache
+        if len(cache) > _MAX_CACHED_COMMITS:
+            cache.clear()
+        for commit in commits:
+            cache[commit.id] = commit
 
     # -- writing ------------------------------------------------------------------------
 
@@ -214,7 +230,8 @@ class Repository:
                 # skip the ones already stored when a commit brings many objects.
                 present = self.store.has_many(list(objects)) if len(objects) > 16 else set()
                 with self.backend.transaction():
-                    self.store.put_many((oid, data) for oid, data in objects.items() if oid not in present)
+                    self.store.put_many([(oid, data) for oid, data in objects.items() if oid not in present],
+                                        encoder.bases)
                     self.commits.add(commit)
                     reason = f"commit: {message.splitlines()[0] if message else '(no message)'}"
                     if not self.refs.compare_and_swap(ref, tip, commit.id, reason):
@@ -223,6 +240,7 @@ class Repository:
                 cache.discard()
                 raise
             cache.commit()
+            self._cache_commits([commit])
             for oid, data in objects.items():
                 self.loader.cache.put(oid, data)
             return commit
@@ -438,7 +456,7 @@ def _metadata_filter(where: Mapping[str, Any] | Callable[[Commit], bool] | None)
         for parts, value in wanted:
             current: Any = commit.metadata
             for part in parts:
-                current = current.get(part, _MISSING) if isinstance(current, dict) else _MISSING
+                current = current.get(part, _MISSING) if isinstance(current, Mapping) else _MISSING
             if current is _MISSING or current != value or type(current) is not type(value):
                 return False
         return True

@@ -105,13 +105,13 @@ def log(repo_path: str | None, revs: tuple[str, ...], graph: bool, oneline: bool
                 console.print(f"[bold yellow]commit {commit.id}[/]{label}")
                 console.print(f"Author: {commit.author}\nDate:   {commit.time.isoformat()}")
                 if commit.metadata:
-                    console.print(f"Meta:   {orjson.dumps(commit.metadata).decode()}")
+                    console.print(f"Meta:   {commit.metadata_json.decode()}")
                 console.print(f"\n    {commit.message}\n")
 
 
 def _commit_json(c: snapvc.Commit) -> dict[str, Any]:
     return {"id": c.id.hex, "tree": c.tree.hex, "parents": [p.hex for p in c.parents], "author": c.author,
-            "time": c.time.isoformat(), "message": c.message, "metadata": c.metadata, "generation": c.generation}
+            "time": c.time.isoformat(), "message": c.message, "metadata": orjson.loads(c.metadata_json), "generation": c.generation}
 
 
 @cli.command()

@@ -9,7 +9,8 @@ same root id, whatever the dict insertion order or edit history):
   document stores about one new chunk;
 - a dict, list or tuple whose encoding is at most ``INLINE_NODE_MAX`` bytes and holds no
   reference is inline; otherwise it is a MAP or SEQ object; beyond
-  ``SINGLE_NODE_ENTRIES`` entries it is a prolly tree (``snapvc.encoding.prolly``).
+  ``SINGLE_NODE_ENTRIES`` entries or ``SINGLE_NODE_MAX_BYTES`` bytes it is a prolly tree
+  (``snapvc.encoding.prolly``) whose leaves hold about ``LEAF_TARGET_BYTES``.
 
 Commit cost follows what changed. The encoder keeps, per container object it has seen,
 a shallow snapshot of its contents (which objects it held, by identity) and what it
@@ -27,12 +28,13 @@ import uuid
 from decimal import Decimal
 from itertools import chain, count
 from operator import is_
+from collections.abc import Callable
 from typing import Any, Final
 
 from pyfastcdc import FastCDC
 
 from snapvc.encoding.adapters import adapter_for_value
-from snapvc.encoding.prolly import Level, NodeRec, entry_hash, plan_level
+from snapvc.encoding.prolly import TARGET_NODE_BYTES, Level, NodeRec, entry_hash, plan_level
 from snapvc.encoding.values import (
     EXT_TUPLE,
     EXT_TYPED,
@@ -54,7 +56,11 @@ __all__ = ["Encoder", "EncodeCache", "INLINE_STR_MAX", "CHUNK_THRESHOLD", "INLIN
 
 INLINE_STR_MAX: Final = 2048
 CHUNK_THRESHOLD: Final = 8192
-INLINE_NODE_MAX: Final = 256
+INLINE_NODE_MAX: Final = 2048
+# Leaves hold inline values (messages, say), inner nodes hold references: leaves are
+# larger, so a long list of small dicts is a few hundred objects, not one per element.
+LEAF_TARGET_BYTES: Final = 4096
+SINGLE_NODE_MAX_BYTES: Final = 2 * LEAF_TARGET_BYTES
 SINGLE_NODE_ENTRIES: Final = 64
 CDC_AVG: Final = 4096
 
@@ -113,6 +119,14 @@ class _Deep:
         self.slens += other.slens
         self.items += other.items
 
+    def sizes(self) -> tuple[int, int, int, int]:
+        return len(self.dicts), len(self.keys), len(self.seqs), len(self.items)
+
+    def truncate(self, sizes: tuple[int, int, int, int]) -> None:
+        nd, nk, ns, ni = sizes
+        del self.dicts[nd:], self.dlens[nd:], self.keys[nk:], self.vals[nk:]
+        del self.seqs[ns:], self.slens[ns:], self.items[ni:]
+
     def same(self) -> bool:
         """True if every recorded container still holds exactly the recorded objects."""
         return (
@@ -133,7 +147,7 @@ class _Entry:
 
     __slots__ = ("obj", "keys", "vals", "enc", "kids", "tree", "entries", "sorted_keys", "sorted_vals", "deep", "gen")
 
-    def __init__(self, obj: Any, keys: tuple[Any, ...] | None, vals: tuple[Any, ...], enc: bytes,
+    def __init__(self, obj: Any, keys: tuple[Any, ...] | None, vals: Any, enc: bytes,
                  kids: list[tuple[Any, Any, bytes]], tree: list[Level] | None, entries: list[Any]) -> None:
         self.obj = obj
         self.keys = keys
@@ -160,6 +174,7 @@ class EncodeCache:
     def __init__(self) -> None:
         self.old: dict[int, Any] = {}
         self.new: dict[int, Any] = {}
+        self._undo: list[Callable[[], None]] = []
 
     def get(self, obj: Any) -> Any:
         key = id(obj)
@@ -176,11 +191,19 @@ class EncodeCache:
     def put(self, obj: Any, entry: Any) -> None:
         self.new[id(obj)] = entry
 
+    def on_discard(self, undo: Callable[[], None]) -> None:
+        """Run ``undo`` if the commit being encoded fails (for entries grown in place)."""
+        self._undo.append(undo)
+
     def commit(self) -> None:
         self.old = self.new
         self.new = {}
+        self._undo.clear()
 
     def discard(self) -> None:
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
         self.new = {}
 
 
@@ -220,6 +243,7 @@ class Encoder:
     def __init__(self, cache: EncodeCache | None = None) -> None:
         self.cache = cache if cache is not None else EncodeCache()
         self.objects: dict[ObjectId, bytes] = {}
+        self.bases: dict[ObjectId, ObjectId] = {}  # new object -> the object it replaces
         self._pack = new_packer().pack
         self._path: list[Any] = []
         self._active: set[int] = set()
@@ -246,9 +270,13 @@ class Encoder:
     def _fail(self, reason: str) -> UnsupportedValueError:
         return UnsupportedValueError(self._where(), reason)
 
-    def _store(self, kind: int, payload: bytes) -> bytes:
+    def _store(self, kind: int, payload: bytes, base: bytes | None = None) -> bytes:
+        """Keep a new object; ``base`` (a reference) names the object it replaces, which
+        the store may use to keep it as a small delta."""
         oid, data = object_bytes(kind, payload)
         self.objects[oid] = data
+        if base is not None and base.startswith(REF_PREFIX):
+            self.bases[oid] = ObjectId(base[3:])
         return REF_PREFIX + oid
 
     # -- dispatch -----------------------------------------------------------------------
@@ -313,45 +341,50 @@ class Encoder:
                 (self._store(BLOB, bytes(view[c.offset : c.offset + c.length])), c.length)
                 for c in _chunker.cut_buf(data)
             ]
-            enc, _ = self._build(TEXT, tag, entries, _text_leaf_hs, _identity, None)
+            enc, _ = self._build(TEXT, tag, entries, _text_leaf_hs, _identity, None, None)
         self.cache.put(v, _Entry(v, None, (), enc, [], None, []))
         return enc
 
     # -- dicts --------------------------------------------------------------------------
 
-    def _confirmed(self, e: _Entry) -> bool:
+    def _below_same(self, e: _Entry) -> bool:
         """True if nothing below ``e``'s container changed since it was encoded (its own
-        shallow contents are checked by the caller)."""
+        shallow contents are the caller's to check)."""
         if e.gen == self._gen:
             return True
         if e.deep is not None:
-            ok = e.deep.same()
-        else:
-            ok = True
-            path = self._path
-            for key, child, enc in e.kids:
-                path.append(key)
-                ok = self._encode(child) == enc
-                path.pop()
-                if not ok:
-                    break
-        if ok:
-            e.gen = self._gen
-        return ok
+            return e.deep.same()
+        path = self._path
+        for key, child, enc in e.kids:
+            path.append(key)
+            ok = self._encode(child) == enc
+            path.pop()
+            if not ok:
+                return False
+        return True
 
     def _deep_of(self, kids: list[tuple[Any, Any, bytes]]) -> _Deep | None:
-        deep = _Deep()
+        """The flat snapshot of everything below, or None where checking the few kids one
+        by one is cheaper than copying their large snapshots (e.g. the root of a state)."""
         get = self.cache.get
+        belows = []
+        total = 0
         for _, child, _ in kids:
             if type(child) not in _MUTABLE_CONTAINERS:
                 return None  # a typed value: confirmed through its own entry instead
             below = get(child).deep
             if below is None:
                 return None
+            belows.append((child, below))
+            total += len(below.dicts) + len(below.seqs)
+        if len(kids) <= _FEW_KIDS and total > _LARGE_SNAPSHOT:
+            return None
+        deep = _Deep()
+        for child, below in belows:
             deep.add(child, below)
         return deep
 
-    def _remember(self, owner: Any, keys: tuple[Any, ...] | None, vals: tuple[Any, ...], enc: bytes,
+    def _remember(self, owner: Any, keys: tuple[Any, ...] | None, vals: Any, enc: bytes,
                   kids: list[tuple[Any, Any, bytes]], tree: list[Level] | None, entries: list[Any],
                   deep: _Deep | None | bool = True) -> _Entry:
         entry = _Entry(owner, keys, vals, enc, kids, tree, entries)
@@ -365,14 +398,17 @@ class Encoder:
     def _encode_dict(self, d: dict[str, Any], force_node: bool = False, tag: Any = TAG_DICT, owner: Any = None) -> bytes:
         owner = d if owner is None else owner
         e = self.cache.get(owner)
+        below_same = False
         if e is not None:
+            below_same = self._below_same(e)
             if (
-                len(e.vals) == len(d)
+                below_same
+                and len(e.vals) == len(d)
                 and all(map(is_, d.values(), e.vals))
                 and all(map(is_, d, e.keys))  # type: ignore[arg-type]
-                and self._confirmed(e)
                 and (not force_node or e.enc.startswith(REF_PREFIX))
             ):
+                e.gen = self._gen
                 return e.enc
         oid = id(owner)
         if oid in self._active:
@@ -390,10 +426,9 @@ class Encoder:
             # Values identical to the ones encoded last time keep their encodings: an
             # immutable one as it is, a container if nothing below it changed either.
             previous: dict[str, Any] = {}
-            below_same = False
             if e is not None:
                 previous = dict(zip(e.sorted_keys, zip(e.sorted_vals, e.entries)))
-                below_same = e.deep is not None and e.deep.same()
+                below_same = below_same and e.deep is not None
             for k in keys:
                 if type(k) is not str:
                     raise self._fail(f"dict key {k!r} is a {type(k).__name__}; keys must be str")
@@ -426,9 +461,7 @@ class Encoder:
             if len(body) <= INLINE_NODE_MAX and REF_PREFIX not in body:
                 enc = body if tag == TAG_DICT else pack(msgpack.ExtType(EXT_TYPED, array_header(2) + pack(tag) + body))
         if not enc:
-            old_tree = e.tree if e is not None else None
-            old_entries = e.entries if e is not None else None
-            enc, tree = self._build(MAP, tag, entries, _map_leaf_hs, _first_key, old_tree, old_entries)
+            enc, tree = self._build(MAP, tag, entries, _map_leaf_hs, _first_key, e.tree if e else None, e.enc if e else None)
         entry = self._remember(owner, tuple(d), tuple(d.values()), enc, kids, tree, entries,
                                True if owner is d else None)
         entry.sorted_keys = tuple(keys)
@@ -448,8 +481,12 @@ class Encoder:
 
     def _encode_seq(self, s: list[Any] | tuple[Any, ...], tag: int) -> bytes:
         e = self.cache.get(s)
-        if e is not None and len(e.vals) == len(s) and all(map(is_, s, e.vals)) and self._confirmed(e):
-            return e.enc
+        below_same = False
+        if e is not None:
+            below_same = self._below_same(e)
+            if below_same and len(e.vals) == len(s) and all(map(is_, s, e.vals)):
+                e.gen = self._gen
+                return e.enc
         oid = id(s)
         if oid in self._active:
             raise self._fail("the state contains a cycle: this container holds itself")
@@ -458,23 +495,23 @@ class Encoder:
         encode = self._encode
         kids: list[tuple[Any, Any, bytes]] = []
         entries: list[bytes] = []
-        deep: _Deep | None | bool = True
+        appended = False
         try:
             # The common case is an append: the old elements are still there, unchanged,
             # and keep their encodings; only the new tail is encoded.
             reuse = 0
-            if e is not None:
-                old_vals = e.vals
-                m = min(len(old_vals), len(s))
-                if all(map(is_, s[:m], old_vals[:m])) and e.deep is not None and e.deep.same():
-                    reuse = m
-                    entries = e.entries[:m]
-                    kids = [kid for kid in e.kids if kid[0] < m]
-                    if m == len(old_vals):
-                        # Pure append: extend the old snapshot in place. Should this
-                        # commit fail, the old entry keeps a snapshot covering more
-                        # containers than it needs, which only makes it stricter.
-                        deep = e.deep
+            if e is not None and below_same and all(map(is_, s, e.vals)):
+                reuse = min(len(e.vals), len(s))
+                if reuse == len(e.vals) and e.deep is not None:
+                    # A pure append grows the remembered entry in place (undone if the
+                    # commit fails), so a long list costs nothing per element here.
+                    appended = True
+                    self.cache.on_discard(_grow_undo(e))
+                    entries = e.entries
+                    kids = e.kids
+                else:
+                    entries = e.entries[:reuse]
+                    kids = [kid for kid in e.kids if kid[0] < reuse]
             tail_kids_from = len(kids)
             for i in range(reuse, len(s)):
                 v = s[i]
@@ -487,12 +524,6 @@ class Encoder:
                 t = type(v)
                 if t in _MUTABLE_CONTAINERS or (t not in _IMMUTABLE and adapter_for_value(v) is not None):
                     kids.append((i, v, enc))
-            if isinstance(deep, _Deep):
-                tail = self._deep_of(kids[tail_kids_from:])
-                if tail is None:
-                    deep = None
-                else:
-                    deep.add_all(tail)
         finally:
             self._active.discard(oid)
         n = len(entries)
@@ -503,10 +534,20 @@ class Encoder:
             if len(body) <= INLINE_NODE_MAX and REF_PREFIX not in body:
                 enc = body if tag == TAG_LIST else self._pack(msgpack.ExtType(EXT_TUPLE, body))
         if not enc:
-            old_tree = e.tree if e is not None else None
-            old_entries = e.entries if e is not None else None
-            enc, tree = self._build(SEQ, tag, entries, _seq_leaf_hs, _identity, old_tree, old_entries)
-        self._remember(s, None, tuple(s), enc, kids, tree, entries, deep)
+            enc, tree = self._build(SEQ, tag, entries, _seq_leaf_hs, _identity, e.tree if e else None, e.enc if e else None)
+        if appended:
+            assert e is not None and e.deep is not None
+            tail = self._deep_of(kids[tail_kids_from:])
+            if tail is None:
+                e.deep = None
+            else:
+                e.deep.add_all(tail)
+            e.vals += s[len(e.vals):]
+            e.enc = enc
+            e.tree = tree
+            e.gen = self._gen
+        else:
+            self._remember(s, None, list(s), enc, kids, tree, entries)
         return enc
 
     # -- nodes and trees ----------------------------------------------------------------
@@ -563,17 +604,26 @@ class Encoder:
                 + array_header(n) + b"".join([pack(c) for _, c in entries]))
 
     def _build(self, kind: int, tag: Any, entries: list[Any], leaf_hs: Any, first_of: Any,
-               old_tree: list[Level] | None, old_entries: list[Any] | None = None) -> tuple[bytes, list[Level] | None]:
-        """Store ``entries`` as one node or a prolly tree; returns (reference, levels or None)."""
-        if len(entries) <= SINGLE_NODE_ENTRIES:
-            return self._store(kind, self._leaf_payload(kind, tag, entries)), None
+               old_tree: list[Level] | None, old_ref: bytes | None) -> tuple[bytes, list[Level] | None]:
+        """Store ``entries`` as one node or a prolly tree; returns (reference, levels or None).
+
+        ``old_tree``/``old_ref`` describe what the same container was stored as last time:
+        unchanged nodes are reused, and each new node names the old node at its place as
+        its delta base."""
+        if len(entries) <= SINGLE_NODE_ENTRIES and _entries_size(kind, entries) <= SINGLE_NODE_MAX_BYTES:
+            return self._store(kind, self._leaf_payload(kind, tag, entries), old_ref), None
         levels: list[Level] = []
         level = 0
         hs = leaf_hs
         first = first_of
         while True:
             old = old_tree[level] if old_tree is not None and level < len(old_tree) else None
-            plan = plan_level(entries, hs, first, old)
+            plan = plan_level(entries, hs, first, old, LEAF_TARGET_BYTES if level == 0 else TARGET_NODE_BYTES)
+            old_at: dict[int, bytes] = {}
+            if old is not None:
+                old_at = {nd.start: nd.ref for nd in old.nodes}
+            elif level == 0 and old_ref is not None:
+                old_at = {0: old_ref}  # a single node that grew into a tree
             nodes: list[NodeRec] = []
             for item in plan:
                 if type(item) is NodeRec:
@@ -589,7 +639,7 @@ class Encoder:
                     payload = self._inner_payload(kind, tag, level, chunk)
                     count = sum(c[-1] for c in chunk)
                     head = chunk[0][0] if kind == MAP else None
-                nodes.append(NodeRec(start, end, closed, self._store(kind, payload), count, head))
+                nodes.append(NodeRec(start, end, closed, self._store(kind, payload, old_at.get(start)), count, head))
             levels.append(Level(entries, nodes))
             if len(nodes) == 1:
                 return nodes[0].ref, levels
@@ -603,6 +653,31 @@ class Encoder:
 
 
 _MUTABLE_CONTAINERS = frozenset({dict, list, tuple})
+_FEW_KIDS = 16
+
+
+def _entries_size(kind: int, entries: list[Any]) -> int:
+    if kind == SEQ:
+        return sum(map(len, entries))
+    return sum([len(a) + (len(b) if kind == MAP else 4) for a, b in entries])
+
+
+def _grow_undo(e: _Entry) -> Callable[[], None]:
+    """What puts ``e`` back as it was, before a pure append grows it in place."""
+    n_vals, n_entries, n_kids = len(e.vals), len(e.entries), len(e.kids)
+    enc, tree, gen, deep = e.enc, e.tree, e.gen, e.deep
+    sizes = deep.sizes() if deep is not None else None
+
+    def undo() -> None:
+        del e.vals[n_vals:]
+        del e.entries[n_entries:]
+        del e.kids[n_kids:]
+        e.enc, e.tree, e.gen, e.deep = enc, tree, gen, deep
+        if deep is not None and sizes is not None:
+            deep.truncate(sizes)
+
+    return undo
+_LARGE_SNAPSHOT = 256
 _IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, *_SCALAR_EXT_TYPES})
 
 

@@ -11,10 +11,9 @@ import threading
 from collections.abc import Iterable
 from typing import Protocol
 
-import orjson
 
 from snapvc.ids import ObjectId
-from snapvc.objects import Commit
+from snapvc.objects import Commit, frozen_metadata
 from snapvc.store.sqlite import SqliteFile
 
 __all__ = ["CommitIndex", "MemoryCommitIndex", "SqliteCommitIndex"]
@@ -23,6 +22,10 @@ __all__ = ["CommitIndex", "MemoryCommitIndex", "SqliteCommitIndex"]
 class CommitIndex(Protocol):
     def add(self, commit: Commit) -> None: ...
     def get(self, oid: ObjectId) -> Commit | None: ...
+    def first_parent_chain(self, oid: ObjectId, limit: int) -> list[Commit]:
+        """``oid``'s commit and up to ``limit - 1`` of its first-parent ancestors, newest
+        first, as far as the index has them (for reading history in one batch)."""
+        ...
     def count(self) -> int: ...
     def ids(self) -> list[ObjectId]: ...
     def remove(self, ids: Iterable[ObjectId]) -> None: ...
@@ -39,6 +42,14 @@ class MemoryCommitIndex:
 
     def get(self, oid: ObjectId) -> Commit | None:
         return self._commits.get(oid)
+
+    def first_parent_chain(self, oid: ObjectId, limit: int) -> list[Commit]:
+        out: list[Commit] = []
+        commit = self._commits.get(oid)
+        while commit is not None and len(out) < limit:
+            out.append(commit)
+            commit = self._commits.get(commit.parents[0]) if commit.parents else None
+        return out
 
     def count(self) -> int:
         return len(self._commits)
@@ -72,17 +83,33 @@ class SqliteCommitIndex:
                  commit.message, commit.metadata_json.decode(), commit.generation),
             )
 
+    _COLUMNS = "id, tree, parents, author, time_us, message, metadata, generation"
+
+    @staticmethod
+    def _commit(row: tuple[object, ...]) -> Commit:
+        oid, tree, parents, author, ts, message, meta, gen = row
+        meta_json = meta.encode()  # type: ignore[union-attr]
+        return Commit(ObjectId(oid), ObjectId(tree),  # type: ignore[arg-type]
+                      tuple([ObjectId(parents[i : i + 32]) for i in range(0, len(parents), 32)]),  # type: ignore[arg-type]
+                      author, ts, message, frozen_metadata(meta_json), gen, meta_json)  # type: ignore[arg-type]
+
     def get(self, oid: ObjectId) -> Commit | None:
         with self.file.lock:
-            row = self.file.conn.execute(
-                "SELECT tree, parents, author, time_us, message, metadata, generation FROM commits WHERE id = ?", (oid,)
-            ).fetchone()
-        if row is None:
-            return None
-        tree, parents, author, ts, message, meta, gen = row
-        meta_json = meta.encode()
-        return Commit(ObjectId(oid), ObjectId(tree), tuple(ObjectId(parents[i : i + 32]) for i in range(0, len(parents), 32)),
-                      author, ts, message, orjson.loads(meta_json), gen, meta_json)
+            row = self.file.conn.execute(f"SELECT {self._COLUMNS} FROM commits WHERE id = ?", (oid,)).fetchone()
+        return None if row is None else self._commit(row)
+
+    def first_parent_chain(self, oid: ObjectId, limit: int) -> list[Commit]:
+        # One recursive query walks the first parents (the first 32 bytes of ``parents``).
+        with self.file.lock:
+            rows = self.file.conn.execute(
+                f"WITH RECURSIVE chain(id, depth) AS (SELECT ?, 0 UNION ALL "
+                f"SELECT substr(c.parents, 1, 32), chain.depth + 1 FROM commits c JOIN chain ON c.id = chain.id "
+                f"WHERE length(c.parents) >= 32 AND chain.depth + 1 < ?) "
+                f"SELECT {', '.join('c.' + col.strip() for col in self._COLUMNS.split(','))} "
+                f"FROM chain JOIN commits c ON c.id = chain.id ORDER BY chain.depth",
+                (oid, limit),
+            ).fetchall()
+        return [self._commit(row) for row in rows]
 
     def count(self) -> int:
         with self.file.lock:
