@@ -41,7 +41,7 @@ __all__ = ["Repository", "RepoStats", "open", "DEFAULT_BRANCH"]
 
 DEFAULT_BRANCH = "main"
 _MAX_BRANCH_CACHES = 8
-_PREFETCH_COMMITS = 512
+_PREFETCH_COMMITS = 64
 _MAX_CACHED_COMMITS = 200_000
 
 

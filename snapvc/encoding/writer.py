@@ -639,7 +639,10 @@ class Encoder:
                     payload = self._inner_payload(kind, tag, level, chunk)
                     count = sum(c[-1] for c in chunk)
                     head = chunk[0][0] if kind == MAP else None
-                nodes.append(NodeRec(start, end, closed, self._store(kind, payload, old_at.get(start)), count, head))
+                # Only an open node (the last of its level, still growing) is stored as a
+                # delta: a closed node is final, and a full frame keeps its reads short.
+                base = None if closed else old_at.get(start)
+                nodes.append(NodeRec(start, end, closed, self._store(kind, payload, base), count, head))
             levels.append(Level(entries, nodes))
             if len(nodes) == 1:
                 return nodes[0].ref, levels

@@ -15,7 +15,7 @@ so how an object is compressed can change without changing any id.
 A delta frame (codec 3) is the object compressed with zstd using the canonical bytes of
 an earlier object — its *base*, usually the previous version of the same tree node — as
 dictionary: a scratchpad or list node rewritten with a few new entries costs about the
-size of those entries. Chains are at most ``MAX_DELTA_DEPTH`` long, so a read decodes at
+size of those entries. Chains are at most ``MAX_DELTA_DEPTH`` (8) long, so a read decodes at
 most that many frames. A base must outlive the deltas that use it (GC keeps it; see
 docs/design.md). Codec 2 is reserved for shared dictionaries; this version refuses it
 with ``FormatVersionError``.
@@ -86,13 +86,14 @@ def encode_frame(data: bytes) -> bytes:
 
 
 def encode_delta_frame(data: bytes, base_id: ObjectId, base: bytes, depth: int) -> bytes | None:
-    """A delta frame for ``data`` against ``base`` (at ``depth``, >= 1), or None if a full
-    frame would not be larger."""
+    """A delta frame for ``data`` against ``base`` (at ``depth``, >= 1), or None if it does
+    not compress (a dictionary only adds information, so a delta that compresses is
+    rarely larger than a full frame)."""
     dictionary = zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
     body = zstandard.ZstdCompressor(level=ZSTD_LEVEL, dict_data=dictionary, write_content_size=False,
                                     write_checksum=False).compress(data)
     frame = bytes((CODEC_ZSTD_DELTA,)) + _varint(len(data)) + bytes((depth,)) + base_id + body
-    return frame if len(frame) < len(encode_frame(data)) else None
+    return frame if len(body) + 34 < len(data) else None
 
 
 def frame_depth(frame: bytes) -> int:
@@ -192,7 +193,7 @@ class _Wrapper:
             raise ObjectNotFoundError(oid) from None
 
 
-MAX_DELTA_DEPTH = 16
+MAX_DELTA_DEPTH = 8
 
 
 class CompressedStore(_Wrapper):

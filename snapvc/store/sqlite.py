@@ -42,8 +42,6 @@ APPLICATION_ID = 0x736E7663
 FORMAT_VERSION = 1
 DURABILITY_MODES = {"sync": "FULL", "normal": "NORMAL", "batch": "OFF"}
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-# Objects are mostly 0.1-8 KB: larger pages waste less space at the end of each page.
-PAGE_SIZE = int(os.environ.get("SNAPVC_PAGE", 16384))
 # SQLite's default limit on bound variables per statement is 32766; stay well below.
 _BATCH = 500
 
@@ -89,13 +87,12 @@ class SqliteFile:
             raise NotARepositoryError(
                 f"{str(self.path)!r} is an SQLite file of another application (application_id {app_id:#x})"
             )
-        if not existed:
-            c.execute(f"PRAGMA page_size={PAGE_SIZE}")  # before WAL: fixed once the file has pages
         c.execute("PRAGMA journal_mode=WAL")
         c.execute(f"PRAGMA synchronous={DURABILITY_MODES[self.durability]}")
         c.execute("PRAGMA busy_timeout=30000")
+        # Fold the write-ahead log into the file every ~1 MB and keep it from growing past 4 MB.
         c.execute("PRAGMA wal_autocheckpoint=256")
-        c.execute(f"PRAGMA journal_size_limit={8 << 20}")
+        c.execute(f"PRAGMA journal_size_limit={4 << 20}")
         if app_id != APPLICATION_ID:
             with self.transaction():
                 c.execute(f"PRAGMA application_id={APPLICATION_ID}")
