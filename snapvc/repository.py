@@ -399,7 +399,7 @@ class Repository:
         sizes = self.store.sizes()
         by_kind: dict[str, int] = {}
         ids = list(self.store.iter_ids())
-        logical_of: dict[ObjectId, int] = {}
+        logical_of: dict[bytes, int] = {}
         commit_ids: list[ObjectId] = []
         for start in range(0, len(ids), 500):
             batch = ids[start : start + 500]
@@ -422,12 +422,12 @@ class Repository:
             objects_by_kind=by_kind,
         )
 
-    def _logical_size(self, oid: ObjectId, memo: dict[ObjectId, int]) -> int:
-        size = memo.get(oid)
-        if size is not None:
-            return size
+    def _logical_size(self, oid: bytes, memo: dict[bytes, int]) -> int:
+        known = memo.get(oid)
+        if known is not None:
+            return known
         data = self.loader.fetch(oid)
-        kind, payload = split_object(oid, data)
+        kind, payload = split_object(ObjectId(oid), data)
         if kind == BLOB:
             size = len(payload)
         else:

@@ -17,7 +17,6 @@ from rich.console import Console
 
 import snapvc
 from snapvc.cli.graph import graph_rows
-from snapvc.diff import format_path
 from snapvc.errors import SnapvcError
 
 __all__ = ["cli", "main"]

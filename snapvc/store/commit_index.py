@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 
 from snapvc.ids import ObjectId
@@ -86,12 +86,12 @@ class SqliteCommitIndex:
     _COLUMNS = "id, tree, parents, author, time_us, message, metadata, generation"
 
     @staticmethod
-    def _commit(row: tuple[object, ...]) -> Commit:
+    def _commit(row: tuple[Any, ...]) -> Commit:
         oid, tree, parents, author, ts, message, meta, gen = row
-        meta_json = meta.encode()  # type: ignore[union-attr]
-        return Commit(ObjectId(oid), ObjectId(tree),  # type: ignore[arg-type]
-                      tuple([ObjectId(parents[i : i + 32]) for i in range(0, len(parents), 32)]),  # type: ignore[arg-type]
-                      author, ts, message, frozen_metadata(meta_json), gen, meta_json)  # type: ignore[arg-type]
+        meta_json = meta.encode()
+        return Commit(ObjectId(oid), ObjectId(tree),
+                      tuple([ObjectId(parents[i : i + 32]) for i in range(0, len(parents), 32)]),
+                      author, ts, message, frozen_metadata(meta_json), gen, meta_json)
 
     def get(self, oid: ObjectId) -> Commit | None:
         with self.file.lock:

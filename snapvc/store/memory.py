@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from snapvc.errors import ObjectNotFoundError
 from snapvc.ids import ObjectId
@@ -14,7 +14,7 @@ __all__ = ["MemoryObjectStore"]
 
 
 class MemoryObjectStore:
-    def __init__(self, clock: callable = time.time) -> None:  # type: ignore[valid-type]
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._data: dict[ObjectId, bytes] = {}
         self._mtime: dict[ObjectId, float] = {}
         self._clock = clock

@@ -27,7 +27,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -156,7 +156,7 @@ def _chunks(ids: Iterable[ObjectId]) -> Iterator[list[ObjectId]]:
 class SqliteObjectStore:
     """Objects in table ``objects(id, data, mtime)`` of a ``SqliteFile``."""
 
-    def __init__(self, file: SqliteFile, clock: callable = time.time) -> None:  # type: ignore[valid-type]
+    def __init__(self, file: SqliteFile, clock: Callable[[], float] = time.time) -> None:
         self.file = file
         self._clock = clock
         with file.transaction() as c:

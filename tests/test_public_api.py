@@ -1,0 +1,50 @@
+"""The public face of snapvc is explicit: ``__all__`` lists it, and this test guards it.
+
+Adding a name is fine (add it here too); removing or renaming one breaks users.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import snapvc
+import snapvc.errors
+
+PUBLIC = {
+    "open", "Repository", "Commit", "Change", "ObjectId", "RepoStats", "ReflogEntry", "MapView", "SeqView",
+    "register_type", "__version__",
+    "SnapvcError", "UnsupportedValueError", "UnknownTypeError", "RepositoryError", "RepositoryNotFoundError",
+    "NotARepositoryError", "FormatVersionError", "ObjectError", "ObjectNotFoundError", "CorruptObjectError",
+    "RevisionError", "UnknownRevisionError", "AmbiguousRevisionError", "InvalidRevisionError", "RefError",
+    "InvalidRefNameError", "RefNotFoundError", "RefExistsError", "RefConflictError",
+}
+
+REPOSITORY_METHODS = {
+    "commit", "checkout", "snapshot", "branch", "branches", "tag", "tags", "delete_branch", "delete_tag", "reset",
+    "switch", "reflog", "log", "diff", "resolve", "get_commit", "stats", "close",
+}
+
+
+def test_all_is_the_public_face() -> None:
+    assert set(snapvc.__all__) == PUBLIC
+    for name in snapvc.__all__:
+        assert hasattr(snapvc, name), name
+
+
+def test_repository_methods() -> None:
+    public = {name for name, _ in inspect.getmembers(snapvc.Repository) if not name.startswith("_")}
+    assert REPOSITORY_METHODS <= public
+
+
+def test_every_error_is_in_one_tree() -> None:
+    for name in snapvc.errors.__all__:
+        cls = getattr(snapvc.errors, name)
+        assert issubclass(cls, snapvc.SnapvcError), name
+        assert getattr(snapvc, name) is cls
+        assert name in snapvc.errors.__doc__, f"{name} is missing from the tree drawn in snapvc/errors.py"
+
+
+def test_package_is_typed() -> None:
+    from importlib.resources import files
+
+    assert files("snapvc").joinpath("py.typed").is_file()
