@@ -175,6 +175,9 @@ class EncodeCache:
         self.old: dict[int, Any] = {}
         self.new: dict[int, Any] = {}
         self._undo: list[Callable[[], None]] = []
+        # path in the state -> (tree, reference) of the node stored there
+        self.old_paths: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+        self.new_paths: dict[tuple[Any, ...], tuple[Any, Any]] = {}
 
     def get(self, obj: Any) -> Any:
         key = id(obj)
@@ -191,6 +194,13 @@ class EncodeCache:
     def put(self, obj: Any, entry: Any) -> None:
         self.new[id(obj)] = entry
 
+    def at_path(self, path: tuple[Any, ...]) -> tuple[list[Level] | None, bytes | None]:
+        """(tree, reference) of the node stored at ``path`` in the last commit, if any."""
+        return self.old_paths.get(path, (None, None))
+
+    def put_path(self, path: tuple[Any, ...], enc: bytes, tree: list[Level] | None) -> None:
+        self.new_paths[path] = (tree, enc)
+
     def on_discard(self, undo: Callable[[], None]) -> None:
         """Run ``undo`` if the commit being encoded fails (for entries grown in place)."""
         self._undo.append(undo)
@@ -198,6 +208,12 @@ class EncodeCache:
     def commit(self) -> None:
         self.old = self.new
         self.new = {}
+        # Paths keep what they last held until overwritten (nodes reused unchanged are
+        # not re-recorded), within a bound.
+        if len(self.old_paths) + len(self.new_paths) > _MAX_PATHS:
+            self.old_paths = {}
+        self.old_paths.update(self.new_paths)
+        self.new_paths = {}
         self._undo.clear()
 
     def discard(self) -> None:
@@ -205,6 +221,7 @@ class EncodeCache:
             undo()
         self._undo.clear()
         self.new = {}
+        self.new_paths = {}
 
 
 def _map_leaf_hs(entry: tuple[bytes, bytes]) -> tuple[int, int]:
@@ -461,7 +478,7 @@ class Encoder:
             if len(body) <= INLINE_NODE_MAX and REF_PREFIX not in body:
                 enc = body if tag == TAG_DICT else pack(msgpack.ExtType(EXT_TYPED, array_header(2) + pack(tag) + body))
         if not enc:
-            enc, tree = self._build(MAP, tag, entries, _map_leaf_hs, _first_key, e.tree if e else None, e.enc if e else None)
+            enc, tree = self._build_node(MAP, tag, entries, _map_leaf_hs, _first_key, e)
         entry = self._remember(owner, tuple(d), tuple(d.values()), enc, kids, tree, entries,
                                True if owner is d else None)
         entry.sorted_keys = tuple(keys)
@@ -534,7 +551,7 @@ class Encoder:
             if len(body) <= INLINE_NODE_MAX and REF_PREFIX not in body:
                 enc = body if tag == TAG_LIST else self._pack(msgpack.ExtType(EXT_TUPLE, body))
         if not enc:
-            enc, tree = self._build(SEQ, tag, entries, _seq_leaf_hs, _identity, e.tree if e else None, e.enc if e else None)
+            enc, tree = self._build_node(SEQ, tag, entries, _seq_leaf_hs, _identity, e)
         if appended:
             assert e is not None and e.deep is not None
             tail = self._deep_of(kids[tail_kids_from:])
@@ -551,6 +568,20 @@ class Encoder:
         return enc
 
     # -- nodes and trees ----------------------------------------------------------------
+
+    def _build_node(self, kind: int, tag: Any, entries: list[Any], leaf_hs: Any, first_of: Any,
+                    e: _Entry | None) -> tuple[bytes, list[Level] | None]:
+        """Store a container as a node or tree. What it was stored as last time comes from
+        its own entry, or else from whatever stood at the same path in the last commit
+        (a state rebuilt from scratch each step still reuses nodes and gets deltas)."""
+        path = tuple(self._path)
+        if e is not None and e.enc.startswith(REF_PREFIX):
+            old_tree, old_ref = e.tree, e.enc
+        else:
+            old_tree, old_ref = self.cache.at_path(path)
+        enc, tree = self._build(kind, tag, entries, leaf_hs, first_of, old_tree, old_ref)
+        self.cache.put_path(path, enc, tree)
+        return enc, tree
 
     def _values(self, encs: list[bytes]) -> tuple[bytes, bytes]:
         """The array of entry encodings, and the packed array of the positions that are
@@ -657,6 +688,7 @@ class Encoder:
 
 _MUTABLE_CONTAINERS = frozenset({dict, list, tuple})
 _FEW_KIDS = 16
+_MAX_PATHS = 100_000
 
 
 def _entries_size(kind: int, entries: list[Any]) -> int:
