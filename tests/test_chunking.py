@@ -1,0 +1,397 @@
+"""A commit writes objects for what changed, not for the whole state: an append to a
+long list, an edit in a long document, a changed key in a large map each cost a handful
+of new objects. Reusing earlier work never hides a change made in place."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import snapvc
+from snapvc.ids import ObjectId
+from snapvc.objects import BLOB, COMMIT, MAP, SEQ, TEXT
+
+KIND = {BLOB: "blob", MAP: "map", SEQ: "seq", TEXT: "text", COMMIT: "commit"}
+
+
+@dataclasses.dataclass
+class Card:
+    title: str
+    tags: list[str]
+
+
+def message(i: int) -> dict[str, Any]:
+    """A small chat message of about 300 bytes."""
+    return {
+        "role": "user" if i % 2 else "assistant",
+        "content": f"message {i}: " + " ".join(f"word{(i * 7 + j) % 97}" for j in range(38)),
+        "step": i,
+    }
+
+
+def written(repo: snapvc.Repository, state: dict[str, Any], **kw: Any) -> dict[str, int]:
+    """Commit ``state``; the objects the commit added to the store, counted by kind."""
+    before = set(repo.store.iter_ids())
+    count_before = repo.store.sizes().objects
+    repo.commit(state, **kw)
+    new = [oid for oid in repo.store.iter_ids() if oid not in before]
+    assert repo.store.sizes().objects - count_before == len(new)
+    kinds: dict[str, int] = {}
+    for oid in new:
+        name = KIND[repo.store.get(oid)[0]]
+        kinds[name] = kinds.get(name, 0) + 1
+    return kinds
+
+
+def total(kinds: dict[str, int]) -> int:
+    return sum(kinds.values())
+
+
+def fresh_tree(state: dict[str, Any]) -> ObjectId:
+    """The tree id of ``state`` encoded from scratch, with no earlier work to reuse."""
+    repo = snapvc.open("memory://")
+    c = repo.commit(copy.deepcopy(state))
+    return repo.get_commit(c.id).tree
+
+
+def document(n: int, seed: int = 1) -> str:
+    rnd = random.Random(seed)
+    words = ["the", "agent", "reads", "a", "document", "and", "writes", "notes", "about", "each", "section", "carefully"]
+    out: list[str] = []
+    size = 0
+    while size < n:
+        w = rnd.choice(words) + rnd.choice(["", "", ",", ".", "\n"])
+        out.append(w)
+        size += len(w) + 1
+    return " ".join(out)[:n]
+
+
+# -- (a) appending to a long list is O(log n) ------------------------------------------------
+
+
+def append_costs(n: int, appends: int = 8) -> list[int]:
+    repo = snapvc.open("memory://")
+    messages = [message(i) for i in range(n)]
+    state = {"messages": messages, "scratch": {"step": 0}}
+    repo.commit(state)
+    costs = []
+    for i in range(n, n + appends):
+        messages.append(message(i))
+        costs.append(total(written(repo, state)))
+    assert repo.checkout("main")["messages"] == messages
+    return costs
+
+
+def test_append_to_a_long_list_writes_few_objects() -> None:
+    small = append_costs(1_000)
+    large = append_costs(10_000)
+    assert max(small) <= 12, small
+    assert max(large) <= 12, large
+    # Ten times the messages: a level more at most, nowhere near ten times the objects.
+    assert sum(large) <= sum(small) + 3 * len(large), (small, large)
+
+
+def test_append_rewrites_only_the_last_leaf_and_the_spine() -> None:
+    repo = snapvc.open("memory://")
+    messages = [message(i) for i in range(5_000)]
+    state = {"messages": messages}
+    repo.commit(state)
+    messages.append(message(5_000))
+    kinds = written(repo, state)
+    assert kinds.get("commit") == 1
+    assert kinds.get("blob", 0) == 0 and kinds.get("text", 0) == 0
+    assert kinds.get("seq", 0) <= 6, kinds
+    assert kinds.get("map", 0) <= 2, kinds
+
+
+def test_many_appends_grow_the_store_linearly_not_quadratically() -> None:
+    repo = snapvc.open("memory://")
+    messages: list[dict[str, Any]] = []
+    state = {"messages": messages}
+    for i in range(2_000):
+        messages.append(message(i))
+        if i % 10 == 9:
+            repo.commit(state)
+    commits = 200
+    objects = repo.store.sizes().objects
+    assert objects <= 12 * commits, objects
+    assert repo.checkout("main")["messages"] == messages
+
+
+# -- (b) an edit in the middle of a long document stores about one chunk -------------------
+
+
+@pytest.mark.parametrize("kind", ["str", "bytes"])
+def test_edit_in_the_middle_of_a_long_document(kind: str) -> None:
+    doc = document(20_000)
+    value: Any = doc if kind == "str" else doc.encode()
+    repo = snapvc.open("memory://")
+    state = {"doc": value, "notes": {"n": 1}}
+    first = written(repo, state)
+    assert first.get("blob", 0) >= 3, first  # 20 KB is cut into several chunks
+
+    edited = doc[:10_000] + "X" * 300 + doc[10_300:]
+    assert len(edited) == len(doc)
+    state["doc"] = edited if kind == "str" else edited.encode()
+    kinds = written(repo, state)
+    assert kinds.get("blob", 0) + kinds.get("text", 0) <= 3, kinds
+    assert total(kinds) <= 6, kinds
+    assert repo.checkout("main")["doc"] == state["doc"]
+
+
+def test_insertion_in_a_long_document_stores_about_one_chunk() -> None:
+    doc = document(60_000, seed=4)
+    repo = snapvc.open("memory://")
+    repo.commit({"doc": doc})
+    edited = doc[:31_000] + " an inserted sentence of a few words. " + doc[31_000:]
+    kinds = written(repo, {"doc": edited})
+    assert kinds.get("blob", 0) <= 3, kinds
+    assert total(kinds) <= 7, kinds
+    assert repo.checkout("main")["doc"] == edited
+
+
+# -- (c) one changed key in a large map is O(log n) ----------------------------------------
+
+
+def test_changing_one_key_of_a_large_map() -> None:
+    repo = snapvc.open("memory://")
+    big = {f"doc-{i:05d}": {"title": f"document {i}", "score": i / 7} for i in range(5_000)}
+    state = {"index": big, "other": [1, 2, 3]}
+    first = total(written(repo, state))
+    assert first > 50
+
+    costs = []
+    for key in ("doc-00000", "doc-02500", "doc-04999"):
+        big[key] = {"title": "rewritten", "score": -1.0}
+        costs.append(total(written(repo, state)))
+    big["doc-99999"] = {"title": "added"}
+    costs.append(total(written(repo, state)))
+    del big["doc-01234"]
+    costs.append(total(written(repo, state)))
+    assert max(costs) <= 8, costs
+    assert repo.checkout("main") == state
+
+
+# -- (d) the same state again writes only the commit ----------------------------------------
+
+
+def test_recommitting_the_same_objects_writes_only_the_commit() -> None:
+    repo = snapvc.open("memory://")
+    state = {
+        "messages": [message(i) for i in range(3_000)],
+        "doc": document(30_000),
+        "index": {f"k{i}": i for i in range(2_000)},
+    }
+    repo.commit(state)
+    assert written(repo, state) == {"commit": 1}
+    assert written(repo, state, message="again") == {"commit": 1}
+
+
+def test_recommitting_an_equal_state_rebuilt_from_scratch_writes_only_the_commit() -> None:
+    repo = snapvc.open("memory://")
+    state = {
+        "messages": [message(i) for i in range(3_000)],
+        "doc": document(30_000),
+        "index": {f"k{i}": i for i in range(2_000)},
+    }
+    repo.commit(state)
+    assert written(repo, copy.deepcopy(state)) == {"commit": 1}
+    # Also in a second repository object over the same store contents: nothing is cached there.
+    rebuilt = {
+        "index": {f"k{i}": i for i in reversed(range(2_000))},
+        "doc": "".join(document(30_000)),
+        "messages": [message(i) for i in range(3_000)],
+    }
+    assert written(repo, rebuilt, branch="other") == {"commit": 1}
+
+
+def test_a_second_branch_with_the_same_state_writes_only_the_commit() -> None:
+    repo = snapvc.open("memory://")
+    state = {"messages": [message(i) for i in range(1_000)]}
+    repo.commit(state, branch="main")
+    assert written(repo, state, branch="fork") == {"commit": 1}
+
+
+# -- (e) changes made in place are always seen ----------------------------------------------
+
+
+def agent_state() -> dict[str, Any]:
+    return {
+        "messages": [
+            {"role": "user", "content": f"m{i}", "meta": {"tags": [f"t{i}"], "score": i}} for i in range(400)
+        ],
+        "memory": {"facts": ["sky is blue"], "people": {"ada": {"role": "engineer"}}},
+        "scratch": {"plan": ["read", "write"], "notes": {"draft": "v1"}},
+    }
+
+
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def swap(items: list[Any], i: int, j: int) -> None:
+    items[i], items[j] = items[j], items[i]
+
+
+def rename(d: dict[str, Any], old: str, new: str) -> None:
+    d[new] = d.pop(old)
+
+
+MUTATIONS: dict[str, Mutation] = {
+    "nested dict in a list element": lambda s: s["messages"][123]["meta"].__setitem__("score", "changed"),
+    "list inside a nested dict in a list element": lambda s: s["messages"][7]["meta"]["tags"].append("extra"),
+    "list inside a dict": lambda s: s["scratch"]["plan"].append("review"),
+    "dict inside a dict": lambda s: s["memory"]["people"]["ada"].__setitem__("role", "mathematician"),
+    "key rename, same value object": lambda s: rename(s["memory"], "facts", "beliefs"),
+    "key rename in a list element": lambda s: rename(s["messages"][200], "content", "text"),
+    "swap two list elements": lambda s: swap(s["messages"], 10, 390),
+    "swap two adjacent elements": lambda s: swap(s["messages"], 0, 1),
+    "swap inside a small list": lambda s: swap(s["scratch"]["plan"], 0, 1),
+    "move an element to the end": lambda s: s["messages"].append(s["messages"].pop(50)),
+    "reverse a list": lambda s: s["messages"].reverse(),
+    "sort a list": lambda s: s["messages"].sort(key=lambda m: -m["meta"]["score"]),
+    "delete a middle element": lambda s: s["messages"].__delitem__(200),
+    "pop the last element": lambda s: s["messages"].pop(),
+    "insert at the front": lambda s: s["messages"].insert(0, {"role": "system", "content": "first"}),
+    "clear a nested list": lambda s: s["messages"][3]["meta"]["tags"].clear(),
+    "move a value between dicts": lambda s: s["scratch"].__setitem__("notes2", s["memory"].pop("people")),
+    "same object under a second key": lambda s: s["scratch"].__setitem__("alias", s["memory"]["facts"]),
+    "add a key to a nested dict": lambda s: s["scratch"]["notes"].__setitem__("final", "v2"),
+    "delete a key of a nested dict": lambda s: s["scratch"]["notes"].pop("draft"),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTATIONS))
+def test_mutation_in_place_is_committed(name: str) -> None:
+    repo = snapvc.open("memory://")
+    state = agent_state()
+    repo.commit(state, message="before")
+    before = copy.deepcopy(state)
+
+    MUTATIONS[name](state)
+    assert state != before
+    c = repo.commit(state, message="after")
+    back = repo.checkout("main")
+    assert back == state
+    assert repo.get_commit(c.id).tree == fresh_tree(state)
+    assert repo.checkout("main~1") == before
+
+
+@pytest.mark.parametrize("name", list(MUTATIONS))
+def test_mutation_in_place_after_an_unrelated_commit_is_committed(name: str) -> None:
+    # Between the two commits the mutated part was reused untouched, from the cache.
+    repo = snapvc.open("memory://")
+    state = agent_state()
+    repo.commit(state)
+    state["step"] = 1
+    repo.commit(state)
+    MUTATIONS[name](state)
+    c = repo.commit(state)
+    assert repo.checkout("main") == state
+    assert repo.get_commit(c.id).tree == fresh_tree(state)
+
+
+def test_a_number_changing_type_in_place_is_committed() -> None:
+    # 9 == 9.0 == True-ish comparisons do not fool the encoder: the type is the value.
+    repo = snapvc.open("memory://")
+    state = agent_state()
+    repo.commit(state)
+    meta = state["messages"][9]["meta"]
+    meta["score"] = 9.0
+    c = repo.commit(state)
+    assert type(repo.checkout("main")["messages"][9]["meta"]["score"]) is float
+    assert repo.get_commit(c.id).tree == fresh_tree(state)
+    state["messages"][1]["meta"]["score"] = True
+    repo.commit(state)
+    assert repo.checkout("main")["messages"][1]["meta"]["score"] is True
+
+
+def test_mutations_then_revert_give_back_the_first_tree() -> None:
+    repo = snapvc.open("memory://")
+    state = agent_state()
+    first = repo.commit(state)
+    for name in ["swap two list elements", "key rename, same value object", "nested dict in a list element"]:
+        MUTATIONS[name](state)
+        repo.commit(state)
+    swap(state["messages"], 10, 390)
+    rename(state["memory"], "beliefs", "facts")
+    state["messages"][123]["meta"]["score"] = 123
+    again = repo.commit(state)
+    assert repo.get_commit(again.id).tree == repo.get_commit(first.id).tree
+
+
+def test_mutation_inside_a_typed_value_is_committed() -> None:
+    repo = snapvc.open("memory://")
+    state = {"notes": [Card("a", ["x"]), Card("b", [])]}
+    repo.commit(state)
+    state["notes"][0].tags.append("y")
+    state["notes"][1].title = "renamed"
+    repo.commit(state)
+    back = repo.checkout("main")
+    assert back == state
+    assert dataclasses.asdict(back["notes"][0]) == {"title": "a", "tags": ["x", "y"]}
+
+
+def test_random_edit_sequences_match_encoding_from_scratch() -> None:
+    """Random edits in place, committed after each: what is stored is always exactly the
+    state, with the same tree as encoding it from scratch."""
+    for seed in range(12):
+        rnd = random.Random(seed)
+        repo = snapvc.open("memory://")
+        state: dict[str, Any] = {"a": random_value(rnd, 0), "b": [random_value(rnd, 1) for _ in range(80)]}
+        for step in range(20):
+            random_edit(rnd, state)
+            c = repo.commit(state)
+            assert repo.checkout("main") == state, (seed, step)
+            assert repo.get_commit(c.id).tree == fresh_tree(state), (seed, step)
+
+
+def random_leaf(rnd: random.Random) -> Any:
+    return rnd.choice([1, "s", None, 2.5, b"b", "x" * rnd.choice([10, 600, 3000]), (1, 2), True])
+
+
+def random_value(rnd: random.Random, depth: int) -> Any:
+    if depth > 2 or rnd.random() < 0.3:
+        return random_leaf(rnd)
+    n = rnd.choice([0, 1, 3, 70]) if depth == 0 else rnd.choice([0, 1, 3])
+    if rnd.random() < 0.5:
+        return [random_value(rnd, depth + 1) for _ in range(n)]
+    return {f"k{i}": random_value(rnd, depth + 1) for i in range(n)}
+
+
+def containers(value: Any, out: list[Any]) -> list[Any]:
+    if type(value) in (list, dict):
+        out.append(value)
+        for v in value.values() if type(value) is dict else value:
+            containers(v, out)
+    return out
+
+
+def random_edit(rnd: random.Random, state: dict[str, Any]) -> None:
+    target = rnd.choice(containers(state, []))
+    op = rnd.random()
+    if type(target) is list:
+        if op < 0.3 or not target:
+            target.append(random_value(rnd, 1))
+        elif op < 0.5:
+            target.pop(rnd.randrange(len(target)))
+        elif op < 0.7:
+            swap(target, rnd.randrange(len(target)), rnd.randrange(len(target)))
+        elif op < 0.85:
+            target[rnd.randrange(len(target))] = random_value(rnd, 1)
+        else:
+            target.insert(rnd.randrange(len(target) + 1), random_leaf(rnd))
+    else:
+        keys = list(target)
+        if op < 0.3 or not keys:
+            target[f"n{rnd.randrange(1000)}"] = random_value(rnd, 1)
+        elif op < 0.5:
+            del target[rnd.choice(keys)]
+        elif op < 0.7:
+            rename(target, rnd.choice(keys), f"r{rnd.randrange(1000)}")
+        else:
+            target[rnd.choice(keys)] = random_value(rnd, 1)
