@@ -198,10 +198,13 @@ class Repository:
     ) -> Commit:
         """Store ``state`` as a new commit on ``branch`` (default: HEAD's branch).
 
-        The new commit's parent is the branch's current tip (``parents`` overrides, e.g.
-        for merges). Raises ``RefConflictError`` if another writer moved the branch
-        meanwhile: re-read and retry. Unchanged parts of a state that holds the same
-        Python objects as the last commit on the branch are not encoded again.
+        The new commit's parent is the branch's current tip. ``parents`` names them
+        instead (a merge, or a commit built on a tip read earlier): the branch then moves
+        only if it still points at the first parent (or does not exist yet, for
+        ``parents=()``). Raises ``RefConflictError`` if the branch is not where this commit
+        expects it, e.g. because another writer moved it meanwhile: re-read and retry.
+        Unchanged parts of a state that holds the same Python objects as the last commit
+        on the branch are not encoded again.
         """
         if isinstance(state, MapView):
             state = state.to_dict()
@@ -214,6 +217,9 @@ class Repository:
                 tree = encoder.encode_root(state)
                 if parents is None:
                     parents = (tip,) if tip is not None else ()
+                expected = parents[0] if parents else None
+                if expected != tip:  # the caller built on a tip that has moved since
+                    raise RefConflictError(ref, expected, tip)
                 generation = 1 + max((self.get_commit(p).generation for p in parents), default=0)
                 commit, commit_bytes = Commit.create(
                     tree=tree,
@@ -234,8 +240,8 @@ class Repository:
                                         encoder.bases)
                     self.commits.add(commit)
                     reason = f"commit: {message.splitlines()[0] if message else '(no message)'}"
-                    if not self.refs.compare_and_swap(ref, tip, commit.id, reason):
-                        raise RefConflictError(ref, tip, self.refs.get(ref))
+                    if not self.refs.compare_and_swap(ref, expected, commit.id, reason):
+                        raise RefConflictError(ref, expected, self.refs.get(ref))
             except BaseException:
                 cache.discard()
                 raise

@@ -21,7 +21,7 @@ GOLDEN_TREES = {
     "scalars": "83426ff37537731f642531c95df9f203772402f1d2dc1bf6693dd9b26ec8e355",
     "text-bytes": "064c0baba98d1e12dc981480d11fdbf5af5a61ae9670ed8668f21aed7baf01a5",
     "containers": "c25ddd8cc61e0a3b7c5fdea73280240a2229dd99d9af58d6dfa5ea3a3e30f5c4",
-    "ext-types": "2b5fedc3f0c9173334fafa71e33736298fe5dcfaaf81bbe92d11f3084f32d57b",
+    "ext-types": "1896e8404f223b4e0ad98cffc22fd8fdab6fd2276b0f9b396581658e95e9db47",
     "typed": "a4a3ebe099b6d3dd8798f280f88176472778aeee2d7547f1262925220592cafe",
     "long-text": "c726b7701cbf8b3ac082e5af07f49dee045e06fde0fd480c5474828636d805bc",
     "chunked-text": "89e704156b7bc450f062a6db42557844a5f33ad86302b360a58303a0ad6fe335",

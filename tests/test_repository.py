@@ -752,6 +752,7 @@ WRITER = textwrap.dedent(
             if mode == "read-modify-write":
                 state = repo.checkout(tip)
                 state["entries"].append(f"{{who}}-{{i}}")
+                time.sleep(0.003)  # an agent step: the work between reading and committing
                 parents = (tip,)
             else:
                 state = {{"who": who, "i": i}}
@@ -787,7 +788,6 @@ def test_two_processes_racing_on_one_branch(tmp_path: Path, mode: str) -> None:
         assert p.returncode == 0, err
     conflicts = sum(int(out.strip()) for out, _ in outputs)
     assert conflicts >= 0
-    print("conflicts", conflicts)
 
     with snapvc.open(path, create=False) as repo:
         log = list(repo.log("main"))

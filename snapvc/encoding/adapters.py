@@ -35,6 +35,10 @@ class TypeAdapter:
     from_fields: Callable[[dict[str, Any]], Any]
 
 
+# Stored beside a pydantic model's fields when some were left at their defaults; pydantic
+# field names cannot start with an underscore, so it never collides with a field.
+_PYDANTIC_UNSET = "__unset__"
+
 _by_type: dict[type, TypeAdapter] = {}
 _by_name: dict[str, TypeAdapter] = {}
 
@@ -90,10 +94,17 @@ def _automatic_adapter(cls: type) -> TypeAdapter | None:
         names = tuple(cls.model_fields)  # type: ignore[attr-defined]
 
         def pd_to(obj: Any) -> dict[str, Any]:
-            return {n: getattr(obj, n) for n in names}
+            fields = {n: getattr(obj, n) for n in names}
+            unset = sorted(set(names) - obj.model_fields_set)
+            if unset:  # which fields were set explicitly is part of a model's value
+                fields[_PYDANTIC_UNSET] = unset
+            return fields
 
         def pd_from(values: dict[str, Any]) -> Any:
-            return cls.model_construct(**values)  # type: ignore[attr-defined]
+            unset = set(values.pop(_PYDANTIC_UNSET, ()))
+            return cls.model_construct(  # type: ignore[attr-defined]
+                _fields_set={n for n in values if n not in unset}, **values
+            )
 
         return TypeAdapter(_type_name(cls), cls, pd_to, pd_from)
     return None

@@ -10,9 +10,10 @@ code  name         data
 0     REF          32-byte ObjectId of a child object (only as a node entry)
 1     TUPLE        msgpack array of the elements
 2     BIGINT       two's-complement big-endian bytes of an int beyond 64 bits
-3     DATETIME     msgpack ``[isoformat, zone key or nil]``
+3     DATETIME     msgpack ``[isoformat, zone key or nil, fold]`` (with a zone key the
+                   isoformat is the wall time, without offset)
 4     DATE         isoformat
-5     TIME         msgpack ``[isoformat, zone key or nil]``
+5     TIME         msgpack ``[isoformat, zone key or nil, fold]``
 6     TIMEDELTA    msgpack ``[days, seconds, microseconds]``
 7     UUID         16 bytes
 8     DECIMAL      ``str(decimal)`` (exact, incl. NaN, -0, exponent)
@@ -106,12 +107,12 @@ def ext_payload_for(value: Any, pack: Any) -> tuple[int, bytes] | None:
     if t is int:
         length = (value.bit_length() + 8) // 8
         return EXT_BIGINT, value.to_bytes(length, "big", signed=True)
-    if t is _dt.datetime:
-        return EXT_DATETIME, pack([value.isoformat(), _zone_key(value.tzinfo)])
+    if t is _dt.datetime or t is _dt.time:
+        key = _zone_key(value.tzinfo)
+        wall = value.replace(tzinfo=None) if key is not None else value
+        return (EXT_DATETIME if t is _dt.datetime else EXT_TIME), pack([wall.isoformat(), key, value.fold])
     if t is _dt.date:
         return EXT_DATE, value.isoformat().encode()
-    if t is _dt.time:
-        return EXT_TIME, pack([value.isoformat(), _zone_key(value.tzinfo)])
     if t is _dt.timedelta:
         return EXT_TIMEDELTA, pack([value.days, value.seconds, value.microseconds])
     if t is uuid.UUID:
@@ -121,8 +122,10 @@ def ext_payload_for(value: Any, pack: Any) -> tuple[int, bytes] | None:
     return None
 
 
-def _with_zone(value: Any, key: str | None) -> Any:
-    return value.replace(tzinfo=ZoneInfo(key)) if key is not None else value
+def _with_zone(value: Any, key: str | None, fold: int) -> Any:
+    if key is not None:
+        value = value.replace(tzinfo=ZoneInfo(key))
+    return value.replace(fold=fold) if fold else value
 
 
 def ext_hook(code: int, data: bytes) -> Any:
@@ -134,13 +137,13 @@ def ext_hook(code: int, data: bytes) -> Any:
     if code == EXT_BIGINT:
         return int.from_bytes(data, "big", signed=True)
     if code == EXT_DATETIME:
-        iso, key = msgpack.unpackb(data, raw=False)
-        return _with_zone(_dt.datetime.fromisoformat(iso), key)
+        iso, key, fold = msgpack.unpackb(data, raw=False)
+        return _with_zone(_dt.datetime.fromisoformat(iso), key, fold)
     if code == EXT_DATE:
         return _dt.date.fromisoformat(data.decode())
     if code == EXT_TIME:
-        iso, key = msgpack.unpackb(data, raw=False)
-        return _with_zone(_dt.time.fromisoformat(iso), key)
+        iso, key, fold = msgpack.unpackb(data, raw=False)
+        return _with_zone(_dt.time.fromisoformat(iso), key, fold)
     if code == EXT_TIMEDELTA:
         days, seconds, micros = msgpack.unpackb(data)
         return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)

@@ -386,10 +386,18 @@ class Encoder:
         get = self.cache.get
         belows = []
         total = 0
-        for _, child, _ in kids:
+        for key, child, _ in kids:
             if type(child) not in _MUTABLE_CONTAINERS:
                 return None  # a typed value: confirmed through its own entry instead
-            below = get(child).deep
+            entry = get(child)
+            if entry is None:
+                # Reused through its parent's snapshot, its own entry has since been
+                # dropped: encode it again (a cache walk) to have one.
+                self._path.append(key)
+                self._encode(child)
+                self._path.pop()
+                entry = get(child)
+            below = entry.deep
             if below is None:
                 return None
             belows.append((child, below))

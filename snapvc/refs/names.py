@@ -126,11 +126,12 @@ def _namespaced(prefix: str, kind: str, name: str) -> str:
         raise TypeError(f"a {kind} name is a str, got {type(name).__name__}")
     ref = prefix + name
     check_ref_name(ref)
-    # git refuses these as branch and tag names: '-x' reads as an option, 'HEAD' as the HEAD ref.
+    # git refuses these as branch and tag names: '-x' reads as an option, 'HEAD' as the
+    # HEAD ref, '@' as a shorthand for HEAD.
     if name.startswith("-"):
         raise InvalidRefNameError(ref, f"a {kind} name may not start with '-'")
-    if name == "HEAD":
-        raise InvalidRefNameError(ref, f"'HEAD' is not a valid {kind} name")
+    if name in ("HEAD", "@"):
+        raise InvalidRefNameError(ref, f"{name!r} is not a valid {kind} name")
     return ref
 
 

@@ -140,8 +140,14 @@ def decode_frame(oid: ObjectId, frame: bytes, base: bytes | None = None) -> byte
             decompressor = zstandard.ZstdDecompressor(
                 dict_data=zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
             )
+        body = frame[pos:]
         try:
-            data = decompressor.decompress(frame[pos:], max_output_size=size)
+            # A zstd frame that states its own size is trusted only if it matches ours:
+            # otherwise decompression would allocate what it states, not what we allow.
+            stated = zstandard.frame_content_size(body)
+            if stated not in (-1, size):
+                raise CorruptObjectError(oid, f"declared size {size}, the zstd frame says {stated}")
+            data = decompressor.decompress(body, max_output_size=size)
         except zstandard.ZstdError as exc:
             raise CorruptObjectError(oid, f"zstd: {exc}") from None
     elif codec in KNOWN_CODECS:
@@ -239,6 +245,14 @@ class CompressedStore(_Wrapper):
             frames.append((oid, frame))
             self._remember(oid, data, depth)
         self.inner.put_many(frames)
+
+    def delete_many(self, ids: Iterable[ObjectId]) -> int:
+        ids = list(ids)
+        for oid in ids:
+            known = self._recent.pop(oid, None)
+            if known is not None:
+                self._recent_size -= len(known[0])
+        return self.inner.delete_many(ids)
 
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
         out: dict[ObjectId, bytes] = {}
