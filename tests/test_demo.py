@@ -14,7 +14,8 @@ from snapvc.demo import run_demo
 
 def test_demo_does_what_it_says(tmp_path: Path) -> None:
     path = tmp_path / "demo.snapvc"
-    out = run_demo(path, console=Console(file=open(tmp_path / "out.txt", "w"), width=100))
+    with open(tmp_path / "out.txt", "w") as screen:
+        out = run_demo(path, console=Console(file=screen, width=100))
     graph = "\n".join(out["graph"])
     assert "|/" in graph, "the fork should be drawn where the branches meet"
     assert "(main)" in graph and "(try-web)" in graph and "tag: decision-point" in graph

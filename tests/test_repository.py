@@ -715,6 +715,34 @@ def test_commit_loses_a_race_with_another_writer(tmp_path: Path) -> None:
     b.close()
 
 
+def test_a_lost_race_leaves_nothing_behind_and_the_retry_reads_back(tmp_path: Path) -> None:
+    path = tmp_path / "atomic.snapvc"
+    trigger = Trigger()
+    a = snapvc.open(path)
+    b = snapvc.open(path, clock=trigger)
+    state = chat(200)
+    b.commit(state, message="b first")
+    state["messages"].append({"role": "user", "content": "only in the failed attempt " * 40})
+    state["scratch"]["thought"] = "a thought of the failed attempt"
+    objects = a.store.sizes().objects
+    trigger.arm(lambda: a.commit({"by": "a"}, branch="main", message="a"))
+    with pytest.raises(RefConflictError):
+        b.commit(state, message="b lost")
+    # The failed attempt wrote nothing: its objects went with the rolled-back transaction.
+    assert a.store.sizes().objects == objects + 2  # A's commit and its tree
+    state["messages"].append({"role": "assistant", "content": "after the retry"})
+    c = b.commit(state, message="b retried")
+    a.close()
+    b.close()
+    with snapvc.open(path, create=False) as fresh:
+        assert fresh.checkout("main") == state
+        assert [x.message for x in fresh.log("main")] == ["b retried", "a", "b first"]
+        assert fresh.resolve("main") == c.id
+        # Every stored object reads back and verifies, delta bases included.
+        ids = list(fresh.store.iter_ids())
+        assert len(fresh.store.get_many(ids)) == len(ids)
+
+
 def test_commit_on_a_stale_parent_never_drops_the_other_commit(tmp_path: Path) -> None:
     path = tmp_path / "stale.snapvc"
     a = snapvc.open(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import array
 import copy
+import enum
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,6 +46,14 @@ class Items(list):  # type: ignore[type-arg]
     pass
 
 
+class Color(enum.Enum):
+    RED = 1
+
+
+class Mode(enum.StrEnum):
+    FAST = "fast"
+
+
 def make_state() -> dict[str, Any]:
     return {
         "memory": [{"what": f"fact {i}", "when": f"2024-01-{i + 1:02d}", "tags": ["t"]} for i in range(10)],
@@ -68,6 +77,8 @@ BAD_VALUES: dict[str, tuple[Callable[[], Any], str]] = {
     "str subclass": (lambda: Text("x"), "Text"),
     "list subclass": (lambda: Items([1]), "Items"),
     "complex": (lambda: 1 + 2j, "complex"),
+    "enum": (lambda: Color.RED, "Color"),
+    "str enum": (lambda: Mode.FAST, "Mode"),
     "lone surrogate": (lambda: "ok \ud800 not ok", "surrogate"),
     "lone surrogate in a long str": (lambda: "x" * 5000 + "\udfff", "surrogate"),
     "failing adapter": (FailingFields, "FailingFields"),
@@ -108,7 +119,9 @@ def test_bad_value_names_its_path(repo: snapvc.Repository, name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "shown"), [(1, "1"), (None, "None"), ((1, 2), "(1, 2)"), (b"k", "b'k'"), ("bad \udc80 key", "\\udc80")]
+    ("key", "shown"),
+    [(1, "1"), (None, "None"), ((1, 2), "(1, 2)"), (b"k", "b'k'"), ("bad \udc80 key", "\\udc80"),
+     (Text("sub"), "'sub'"), (Mode.FAST, "Mode")],
 )
 def test_bad_dict_key_names_the_dict_and_the_key(repo: snapvc.Repository, key: Any, shown: str) -> None:
     state = make_state()

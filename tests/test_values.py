@@ -58,6 +58,16 @@ class Message(pydantic.BaseModel):
     attachment: bytes = b""
 
 
+class Loose(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+    name: str
+
+
+class WithPrivate(pydantic.BaseModel):
+    name: str
+    _cursor: int = pydantic.PrivateAttr(default=0)
+
+
 class Conversation(pydantic.BaseModel):
     id: uuid.UUID
     started: dt.datetime
@@ -351,6 +361,26 @@ def test_pydantic_model_keeps_which_fields_were_set(round_trip: RoundTrip) -> No
     assert type(back) is Message
     assert back == msg
     assert back.model_dump(exclude_unset=True) == msg.model_dump(exclude_unset=True) == {"role": "user", "content": "hi"}
+    assert back.model_fields_set == {"role", "content"}
+
+
+def test_pydantic_model_keeps_its_extra_fields(round_trip: RoundTrip) -> None:
+    loose = Loose(name="n", score=3, history=[1, 2])
+    assert loose.model_extra == {"score": 3, "history": [1, 2]}
+    back = round_trip({"m": loose})["m"]
+    assert type(back) is Loose
+    assert back.model_extra == {"score": 3, "history": [1, 2]}
+    assert back.model_fields_set == loose.model_fields_set == {"name", "score", "history"}
+    assert back == loose
+
+
+def test_pydantic_model_keeps_its_private_attributes(round_trip: RoundTrip) -> None:
+    model = WithPrivate(name="n")
+    model._cursor = 42
+    back = round_trip({"m": model})["m"]
+    assert type(back) is WithPrivate
+    assert back._cursor == 42
+    assert back == model
 
 
 def test_everything_together(round_trip: RoundTrip) -> None:
@@ -425,6 +455,17 @@ def test_same_value_same_tree_whatever_the_insertion_order(state: dict[str, Any]
     other = reversed_order(state)
     assert list(other) == list(reversed(list(state)))
     assert tree_of(state) == tree_of(other)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.datetimes(timezones=st.none() | st.timezones()), st.times(timezones=st.none() | st.timezones()))
+def test_datetimes_and_times_in_any_zone_round_trip(when: dt.datetime, at: dt.time) -> None:
+    repo = snapvc.open("memory://")
+    repo.commit({"when": when, "at": at, "both": [when, (at,)]})
+    back = repo.checkout("main")
+    assert_same({"when": when, "at": at, "both": [when, (at,)]}, back)
+    if when.tzinfo is not None:
+        assert back["when"].timestamp() == when.timestamp()
 
 
 def test_insertion_order_of_large_maps_does_not_matter() -> None:

@@ -8,7 +8,8 @@ like any other value (so a large field is chunked and deduplicated as usual).
   ``"module:QualName"``. To rebuild one, its class must be registered or its module must
   already be imported (snapvc never imports modules while reading: reading is not code
   execution). The fields are set directly, without running ``__init__`` or validation,
-  so the value comes back exactly as it was stored.
+  so the value comes back exactly as it was stored; for a pydantic model that includes
+  which fields were set, its extra fields and its private attributes.
 - **any other class**: ``register_type(cls, to_fields, from_fields, name=...)``.
 
 Nothing is ever pickled.
@@ -35,9 +36,12 @@ class TypeAdapter:
     from_fields: Callable[[dict[str, Any]], Any]
 
 
-# Stored beside a pydantic model's fields when some were left at their defaults; pydantic
-# field names cannot start with an underscore, so it never collides with a field.
-_PYDANTIC_UNSET = "__unset__"
+# Stored beside a pydantic model's fields: which were set (when not all of them), its
+# extra fields and its private attributes. Field names cannot start with an underscore,
+# so these never collide with a field.
+_PYDANTIC_FIELDS_SET = "__fields_set__"
+_PYDANTIC_EXTRA = "__extra__"
+_PYDANTIC_PRIVATE = "__private__"
 
 _by_type: dict[type, TypeAdapter] = {}
 _by_name: dict[str, TypeAdapter] = {}
@@ -95,16 +99,25 @@ def _automatic_adapter(cls: type) -> TypeAdapter | None:
 
         def pd_to(obj: Any) -> dict[str, Any]:
             fields = {n: getattr(obj, n) for n in names}
-            unset = sorted(set(names) - obj.model_fields_set)
-            if unset:  # which fields were set explicitly is part of a model's value
-                fields[_PYDANTIC_UNSET] = unset
+            if obj.model_fields_set != set(names):  # which fields were set is part of its value
+                fields[_PYDANTIC_FIELDS_SET] = sorted(obj.model_fields_set)
+            if obj.__pydantic_extra__:
+                fields[_PYDANTIC_EXTRA] = dict(obj.__pydantic_extra__)
+            if obj.__pydantic_private__:
+                fields[_PYDANTIC_PRIVATE] = dict(obj.__pydantic_private__)
             return fields
 
         def pd_from(values: dict[str, Any]) -> Any:
-            unset = set(values.pop(_PYDANTIC_UNSET, ()))
-            return cls.model_construct(  # type: ignore[attr-defined]
-                _fields_set={n for n in values if n not in unset}, **values
-            )
+            fields_set = values.pop(_PYDANTIC_FIELDS_SET, None)
+            extra = values.pop(_PYDANTIC_EXTRA, None)
+            private = values.pop(_PYDANTIC_PRIVATE, None)
+            obj = cls.model_construct(**values)  # type: ignore[attr-defined]
+            object.__setattr__(obj, "__pydantic_fields_set__", set(names) if fields_set is None else set(fields_set))
+            if extra:
+                object.__setattr__(obj, "__pydantic_extra__", extra)
+            if private:
+                object.__setattr__(obj, "__pydantic_private__", {**(obj.__pydantic_private__ or {}), **private})
+            return obj
 
         return TypeAdapter(_type_name(cls), cls, pd_to, pd_from)
     return None
