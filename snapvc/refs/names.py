@@ -98,11 +98,18 @@ def check_ref_name(name: str) -> str:
     ``InvalidRefNameError`` saying which rule it breaks."""
     if not isinstance(name, str):
         raise TypeError(f"a ref name is a str, got {type(name).__name__}")
+    if name in _VALID:
+        return name
     problem = ref_name_problem(name)
     if problem is not None:
         pos, reason = problem
         raise InvalidRefNameError(name, f"{reason} (at position {pos})")
+    if len(_VALID) < 4096:  # names are checked on every ref move: remember the good ones
+        _VALID.add(name)
     return name
+
+
+_VALID: set[str] = set()
 
 
 def is_root_ref(name: str) -> bool:
