@@ -37,7 +37,7 @@ from snapvc.errors import (
 from snapvc.ids import ObjectId
 from snapvc.objects import Commit
 from snapvc.refs.base import ReflogEntry
-from snapvc.repository import RepoStats, Repository, open
+from snapvc.repository import Repository, RepoStats, open
 
 __version__ = "0.1.0"
 

@@ -31,9 +31,9 @@ nodes list their children with the number of entries (or bytes, for TEXT) below 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final
 

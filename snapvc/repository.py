@@ -194,12 +194,12 @@ class Repository:
         metadata: dict[str, Any] | None = None,
         *,
         author: str | None = None,
-        parents: tuple[ObjectId, ...] | None = None,
+        parents: tuple[str | ObjectId, ...] | None = None,
     ) -> Commit:
         """Store ``state`` as a new commit on ``branch`` (default: HEAD's branch).
 
-        The new commit's parent is the branch's current tip. ``parents`` names them
-        instead (a merge, or a commit built on a tip read earlier): the branch then moves
+        The new commit's parent is the branch's current tip. ``parents`` (ids or revs)
+        names them instead (a merge, or a commit built on a tip read earlier): the branch then moves
         only if it still points at the first parent (or does not exist yet, for
         ``parents=()``). Raises ``RefConflictError`` if the branch is not where this commit
         expects it, e.g. because another writer moved it meanwhile: re-read and retry.
@@ -214,12 +214,14 @@ class Repository:
             cache = self._encode_cache(ref)
             encoder = Encoder(cache)
             try:
-                tree = encoder.encode_root(state)
                 if parents is None:
                     parents = (tip,) if tip is not None else ()
+                else:
+                    parents = tuple(self.resolve(p) for p in parents)
                 expected = parents[0] if parents else None
                 if expected != tip:  # the caller built on a tip that has moved since
                     raise RefConflictError(ref, expected, tip)
+                tree = encoder.encode_root(state)
                 generation = 1 + max((self.get_commit(p).generation for p in parents), default=0)
                 commit, commit_bytes = Commit.create(
                     tree=tree,

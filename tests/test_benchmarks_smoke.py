@@ -21,7 +21,12 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from benchmarks.agent_run import environment, format_markdown, format_table, run_agent_benchmark  # noqa: E402
+from benchmarks.agent_run import (  # noqa: E402
+    environment,
+    format_markdown,
+    format_table,
+    run_agent_benchmark,
+)
 from benchmarks.workload import TOOLS, AgentRun  # noqa: E402
 
 SMALL = {"documents": 5, "doc_size": 4_000}

@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from snapvc.errors import InvalidRefNameError
-from snapvc.refs import branch_ref, check_full_ref_name, check_ref_name, short_name, tag_ref
+from snapvc.refs import (
+    branch_ref,
+    check_full_ref_name,
+    check_ref_name,
+    short_name,
+    tag_ref,
+)
 
 VALID = [
     "HEAD",

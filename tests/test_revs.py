@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from snapvc.errors import AmbiguousRevisionError, InvalidRevisionError, RevisionError, UnknownRevisionError
+from snapvc.errors import (
+    AmbiguousRevisionError,
+    InvalidRevisionError,
+    RevisionError,
+    UnknownRevisionError,
+)
 from snapvc.ids import ObjectId
 from snapvc.refs import MemoryRefStore, Rev, parse_rev, resolve_rev
 

@@ -25,16 +25,23 @@ from __future__ import annotations
 
 import datetime as _dt
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 from itertools import chain, count
 from operator import is_
-from collections.abc import Callable
 from typing import Any, Final
 
+import msgpack
 from pyfastcdc import FastCDC
 
 from snapvc.encoding.adapters import adapter_for_value
-from snapvc.encoding.prolly import TARGET_NODE_BYTES, Level, NodeRec, entry_hash, plan_level
+from snapvc.encoding.prolly import (
+    TARGET_NODE_BYTES,
+    Level,
+    NodeRec,
+    entry_hash,
+    plan_level,
+)
 from snapvc.encoding.values import (
     EXT_TUPLE,
     EXT_TYPED,
@@ -49,8 +56,6 @@ from snapvc.encoding.values import (
 from snapvc.errors import UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT, object_bytes
-
-import msgpack
 
 __all__ = ["Encoder", "EncodeCache", "INLINE_STR_MAX", "CHUNK_THRESHOLD", "INLINE_NODE_MAX", "SINGLE_NODE_ENTRIES"]
 
@@ -138,8 +143,6 @@ class _Deep:
             and all(map(is_, chain.from_iterable(map(dict.values, self.dicts)), self.vals))
         )
 
-
-_NO_DEEP = _Deep()
 
 
 class _Entry:
@@ -583,6 +586,8 @@ class Encoder:
         its own entry, or else from whatever stood at the same path in the last commit
         (a state rebuilt from scratch each step still reuses nodes and gets deltas)."""
         path = tuple(self._path)
+        old_tree: list[Level] | None
+        old_ref: bytes | None
         if e is not None and e.enc.startswith(REF_PREFIX):
             old_tree, old_ref = e.tree, e.enc
         else:

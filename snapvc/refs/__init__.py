@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from snapvc.refs.base import ReflogEntry, RefStore
 from snapvc.refs.memory import MemoryRefStore
-from snapvc.refs.names import branch_ref, check_full_ref_name, check_ref_name, short_name, tag_ref
+from snapvc.refs.names import (
+    branch_ref,
+    check_full_ref_name,
+    check_ref_name,
+    short_name,
+    tag_ref,
+)
 from snapvc.refs.revs import Rev, parse_rev, resolve_rev
 from snapvc.refs.sqlite import SqliteRefStore
 

@@ -23,10 +23,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from snapvc.errors import AmbiguousRevisionError, InvalidRevisionError, UnknownRevisionError
+from snapvc.errors import (
+    AmbiguousRevisionError,
+    InvalidRevisionError,
+    UnknownRevisionError,
+)
 from snapvc.ids import MIN_PREFIX, SHORT_LENGTH, ObjectId, is_hex_prefix
 from snapvc.refs.base import RefStore
-from snapvc.refs.names import HEADS, REMOTES, TAGS, is_root_ref, ref_name_problem, short_name
+from snapvc.refs.names import (
+    HEADS,
+    REMOTES,
+    TAGS,
+    is_root_ref,
+    ref_name_problem,
+    short_name,
+)
 
 __all__ = ["Rev", "parse_rev", "resolve_rev", "FIRST_PARENTS", "NTH_PARENT", "REFLOG"]
 

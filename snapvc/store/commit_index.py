@@ -11,7 +11,6 @@ import threading
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-
 from snapvc.ids import ObjectId
 from snapvc.objects import Commit, frozen_metadata
 from snapvc.store.sqlite import SqliteFile

@@ -31,7 +31,12 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from snapvc.errors import FormatVersionError, NotARepositoryError, ObjectNotFoundError, RepositoryNotFoundError
+from snapvc.errors import (
+    FormatVersionError,
+    NotARepositoryError,
+    ObjectNotFoundError,
+    RepositoryNotFoundError,
+)
 from snapvc.ids import ObjectId
 from snapvc.store.base import StoreSizes
 
