@@ -28,8 +28,8 @@ def copy(tmp_path: Path) -> Path:
     return target
 
 
-def test_fixture_holds_delta_frames() -> None:
-    conn = sqlite3.connect(f"file:{FIXTURE}?mode=ro", uri=True)
+def test_fixture_holds_delta_frames(copy: Path) -> None:
+    conn = sqlite3.connect(copy)
     codecs = dict(conn.execute("SELECT substr(data, 1, 1), count(*) FROM objects GROUP BY 1").fetchall())
     conn.close()
     assert codecs.get(bytes([CODEC_ZSTD_DELTA]), 0) > 10
