@@ -35,6 +35,9 @@ class Change:
             return f"+ {where}: {_short(self.new)}"
         if self.kind == "removed":
             return f"- {where}: {_short(self.old)}"
+        if isinstance(self.old, str) and isinstance(self.new, str) and max(len(self.old), len(self.new)) > 60:
+            before, after = _changed_region(self.old, self.new)
+            return f"~ {where}: {before} -> {after}"
         return f"~ {where}: {_short(self.old)} -> {_short(self.new)}"
 
 
@@ -55,6 +58,27 @@ def format_path(path: Path) -> str:
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(_plain(value))
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _changed_region(old: str, new: str, context: int = 12, limit: int = 40) -> tuple[str, str]:
+    """The part of two long strings that differs, with a little context: what a reader
+    needs to see of a 20 KB document in which one paragraph changed."""
+    start = 0
+    while start < min(len(old), len(new)) and old[start] == new[start]:
+        start += 1
+    end = 0
+    while end < min(len(old), len(new)) - start and old[-1 - end] == new[-1 - end]:
+        end += 1
+    lo = max(0, start - context)
+
+    def cut(text: str) -> str:
+        stop = len(text) - end + context if end > context else len(text)
+        middle = text[lo:stop]
+        if len(middle) > limit + 2 * context:
+            middle, stop = middle[: limit + 2 * context], lo + limit + 2 * context
+        return ("…" if lo else "") + repr(middle)[1:-1] + ("…" if stop < len(text) else "")
+
+    return repr(cut(old)), repr(cut(new))
 
 
 def _plain(value: Any) -> Any:
