@@ -10,12 +10,9 @@ Kinds (format version 1; a later format adds kinds, it never changes these):
 kind     tag   payload
 =======  ====  =====================================================================
 BLOB     0x01  raw bytes: one content-defined chunk of a long str or bytes value
-MAP      0x02  msgpack ``[type, 0, {key: value}, ref_keys]`` (leaf) or
-               ``[type, level, first_keys, children, counts]`` (inner) — a dict
-SEQ      0x03  msgpack ``[type, 0, values, ref_positions]`` (leaf) or
-               ``[type, level, children, counts]`` (inner) — a list or tuple
-TEXT     0x04  msgpack ``[type, 0, pieces, lengths, ref_positions]`` (leaf) or
-               ``[type, level, children, lengths]`` (inner) — a long str or bytes
+MAP      0x02  a dict node, leaf or inner (layouts: ``snapvc.encoding.nodes``)
+SEQ      0x03  a list or tuple node, leaf or inner
+TEXT     0x04  a long str or bytes: its pieces and chunk references
 COMMIT   0x05  msgpack ``[tree, parents, author, time_us, message, metadata, generation]``
 =======  ====  =====================================================================
 

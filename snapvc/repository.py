@@ -21,7 +21,8 @@ from typing import Any
 
 from snapvc.backend import Backend, open_backend
 from snapvc.diff import Change, diff_values
-from snapvc.encoding.reader import Loader, MapView, ObjectCache, children_of
+from snapvc.encoding.nodes import children_of
+from snapvc.encoding.reader import Loader, MapView, ObjectCache
 from snapvc.encoding.writer import EncodeCache, Encoder
 from snapvc.errors import (
     ObjectNotFoundError,

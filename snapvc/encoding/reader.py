@@ -14,13 +14,11 @@ from itertools import accumulate
 from threading import Lock
 from typing import Any, overload
 
-import msgpack
-
 from snapvc.encoding.adapters import adapter_for_name
-from snapvc.encoding.values import ext_hook
-from snapvc.errors import CorruptObjectError, ObjectNotFoundError, SnapvcError
+from snapvc.encoding.nodes import children_of, decode_node
+from snapvc.errors import CorruptObjectError, ObjectNotFoundError
 from snapvc.ids import ObjectId
-from snapvc.objects import BLOB, KIND_NAMES, MAP, SEQ, TEXT, split_object
+from snapvc.objects import BLOB, MAP, SEQ, TEXT
 
 __all__ = ["Loader", "MapView", "SeqView"]
 
@@ -94,7 +92,7 @@ class Loader:
 
     def node(self, oid: bytes) -> tuple[int, Any]:
         """``(kind, decoded payload)`` of one object."""
-        return _decode(oid, self.fetch(oid))
+        return decode_node(oid, self.fetch(oid))
 
     # -- materialization ----------------------------------------------------------------
 
@@ -109,7 +107,7 @@ class Loader:
             for fid in frontier:
                 data = found[fid]
                 raw[fid] = data
-                kind, node = decoded[fid] = _decode(fid, data)
+                kind, node = decoded[fid] = decode_node(fid, data)
                 if kind != BLOB:
                     refs += children_of(kind, node)
             frontier = [r for r in dict.fromkeys(refs) if r not in decoded]
@@ -125,32 +123,6 @@ class Loader:
         return self.materialize(oid)
 
 
-def children_of(kind: int, node: list[Any]) -> list[bytes]:
-    """The ids a decoded node refers to."""
-    if node[1]:
-        return node[3] if kind == MAP else node[2]
-    values = node[2]
-    return [values[i] for i in (node[4] if kind == TEXT else node[3])]
-
-
-def _decode(oid: bytes, data: bytes) -> tuple[int, Any]:
-    kind = data[0] if data else -1
-    if kind == BLOB:
-        return kind, data[1:]
-    if kind not in (MAP, SEQ, TEXT):
-        split_object(ObjectId(oid), data)  # raises the right error for unknown kinds
-        raise CorruptObjectError(ObjectId(oid), f"a {KIND_NAMES[kind]} object cannot be a value")
-    try:
-        node = msgpack.unpackb(memoryview(data)[1:], ext_hook=ext_hook, raw=False)
-    except SnapvcError:
-        raise
-    except Exception as exc:
-        raise CorruptObjectError(ObjectId(oid), f"cannot decode {KIND_NAMES[kind]} payload: {exc}") from None
-    if type(node) is not list or len(node) < 4:
-        raise CorruptObjectError(ObjectId(oid), "node payload is not a [type, level, ...] array")
-    return kind, node
-
-
 class _Builder:
     """Assembles decoded nodes into values; a node used twice is decoded afresh so no
     two places in the result share a mutable object."""
@@ -162,7 +134,7 @@ class _Builder:
     def _take(self, oid: bytes) -> tuple[int, Any]:
         got = self.decoded.pop(oid, None)
         if got is None:
-            return _decode(oid, self.raw[oid])
+            return decode_node(oid, self.raw[oid])
         return got
 
     def build(self, oid: bytes) -> Any:

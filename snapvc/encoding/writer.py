@@ -35,6 +35,7 @@ import msgpack
 from pyfastcdc import FastCDC
 
 from snapvc.encoding.adapters import adapter_for_value
+from snapvc.encoding.nodes import inner_payload, leaf_payload
 from snapvc.encoding.prolly import (
     TARGET_NODE_BYTES,
     Level,
@@ -80,9 +81,6 @@ _chunker = FastCDC(avg_size=CDC_AVG)
 _SCALAR_EXT_TYPES = (_dt.datetime, _dt.date, _dt.time, _dt.timedelta, uuid.UUID, Decimal)
 _NAN_ENC: Final = msgpack.packb(float("nan"))
 _runs = count(1)
-_BIN32: Final = b"\xc4\x20"
-_ZERO: Final = b"\x00"
-_EMPTY_ARRAY: Final = b"\x90"
 
 
 class _Deep:
@@ -596,56 +594,11 @@ class Encoder:
         self.cache.put_path(path, enc, tree)
         return enc, tree
 
-    def _values(self, encs: list[bytes]) -> tuple[bytes, bytes]:
-        """The array of entry encodings, and the packed array of the positions that are
-        references (stored as bare 32-byte ids, so readers decode them at C speed)."""
-        joined = b"".join(encs)
-        if REF_PREFIX not in joined:
-            return array_header(len(encs)) + joined, _EMPTY_ARRAY
-        parts = []
-        mask = []
-        for i, v in enumerate(encs):
-            if v.startswith(REF_PREFIX):
-                parts.append(_BIN32 + v[3:])
-                mask.append(i)
-            else:
-                parts.append(v)
-        return array_header(len(encs)) + b"".join(parts), self._pack(mask)
-
     def _leaf_payload(self, kind: int, tag: Any, entries: list[Any]) -> bytes:
-        pack = self._pack
-        n = len(entries)
-        if kind == MAP:  # [tag, 0, {key: value}, [keys whose values are references]]
-            body = b"".join([k + v for k, v in entries])
-            if REF_PREFIX not in body:
-                return array_header(4) + pack(tag) + _ZERO + map_header(n) + body + _EMPTY_ARRAY
-            parts = []
-            ref_keys = []
-            for k, v in entries:
-                if v.startswith(REF_PREFIX):
-                    parts.append(k + _BIN32 + v[3:])
-                    ref_keys.append(k)
-                else:
-                    parts.append(k + v)
-            return (array_header(4) + pack(tag) + _ZERO + map_header(n) + b"".join(parts)
-                    + array_header(len(ref_keys)) + b"".join(ref_keys))
-        if kind == SEQ:  # [tag, 0, values, ref positions]
-            values, mask = self._values(entries)
-            return array_header(4) + pack(tag) + _ZERO + values + mask
-        # TEXT: [tag, 0, pieces, lengths, ref positions]
-        pieces, mask = self._values([p for p, _ in entries])
-        return (array_header(5) + pack(tag) + _ZERO + pieces + array_header(n) + b"".join([pack(c) for _, c in entries])
-                + mask)
+        return leaf_payload(kind, tag, entries, self._pack)
 
     def _inner_payload(self, kind: int, tag: Any, level: int, entries: list[Any]) -> bytes:
-        pack = self._pack
-        n = len(entries)
-        if kind == MAP:
-            return (array_header(5) + pack(tag) + pack(level) + array_header(n) + b"".join([f for f, _, _ in entries])
-                    + array_header(n) + b"".join([_BIN32 + r[3:] for _, r, _ in entries])
-                    + array_header(n) + b"".join([pack(c) for _, _, c in entries]))
-        return (array_header(4) + pack(tag) + pack(level) + array_header(n) + b"".join([_BIN32 + r[3:] for r, _ in entries])
-                + array_header(n) + b"".join([pack(c) for _, c in entries]))
+        return inner_payload(kind, tag, level, entries, self._pack)
 
     def _build(self, kind: int, tag: Any, entries: list[Any], leaf_hs: Any, first_of: Any,
                old_tree: list[Level] | None, old_ref: bytes | None) -> tuple[bytes, list[Level] | None]:

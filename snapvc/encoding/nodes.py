@@ -1,0 +1,126 @@
+"""The layouts of MAP, SEQ and TEXT node payloads: the one place that writes and reads them.
+
+Node payloads are msgpack arrays whose entries arrive already encoded (inline msgpack,
+or a reference: ``REF_PREFIX`` + the 32-byte id). In a stored node a reference is the
+bare id (msgpack bin 32), and each leaf lists which of its entries are references, so a
+reader decodes a node in one C-speed ``msgpack.unpackb`` and finds its children without
+walking inline values.
+
+========  =====  ===================================================================
+kind      level  payload
+========  =====  ===================================================================
+MAP       0      ``[tag, 0, {key: value, ...}, [keys whose values are references]]``
+MAP       n > 0  ``[tag, n, [first key of each child], [child ids], [entries below]]``
+SEQ       0      ``[tag, 0, [values], [positions that are references]]``
+SEQ       n > 0  ``[tag, n, [child ids], [entries below]]``
+TEXT      0      ``[tag, 0, [pieces], [piece lengths], [positions that are references]]``
+TEXT      n > 0  ``[tag, n, [child ids], [bytes below]]``
+========  =====  ===================================================================
+
+``tag`` says what the container is: MAP 0 = dict, or the type name of a typed value
+(dataclass, pydantic model, registered type); SEQ 0 = list, 1 = tuple; TEXT 0 = str
+(UTF-8), 1 = bytes. Keys of a map leaf are in code point order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+import msgpack
+
+from snapvc.encoding.values import REF_PREFIX, array_header, ext_hook, map_header
+from snapvc.errors import CorruptObjectError, SnapvcError
+from snapvc.ids import ObjectId
+from snapvc.objects import BLOB, KIND_NAMES, MAP, SEQ, TEXT, split_object
+
+__all__ = ["leaf_payload", "inner_payload", "decode_node", "children_of"]
+
+_BIN32: Final = b"\xc4\x20"  # msgpack bin 8 header for 32 bytes: a stored reference
+_ZERO: Final = b"\x00"
+_EMPTY_ARRAY: Final = b"\x90"
+
+Pack = Callable[[Any], bytes]
+
+
+def _values(encs: list[bytes], pack: Pack) -> tuple[bytes, bytes]:
+    """The array of entry encodings (references as bare ids) and the packed array of the
+    positions that are references."""
+    joined = b"".join(encs)
+    if REF_PREFIX not in joined:
+        return array_header(len(encs)) + joined, _EMPTY_ARRAY
+    parts = []
+    positions = []
+    for i, v in enumerate(encs):
+        if v.startswith(REF_PREFIX):
+            parts.append(_BIN32 + v[3:])
+            positions.append(i)
+        else:
+            parts.append(v)
+    return array_header(len(encs)) + b"".join(parts), pack(positions)
+
+
+def leaf_payload(kind: int, tag: Any, entries: list[Any], pack: Pack) -> bytes:
+    """A leaf of ``kind`` from its entries: (key, value) encodings for MAP, value
+    encodings for SEQ, (piece encoding, length) for TEXT."""
+    n = len(entries)
+    if kind == MAP:
+        body = b"".join([k + v for k, v in entries])
+        if REF_PREFIX not in body:
+            return array_header(4) + pack(tag) + _ZERO + map_header(n) + body + _EMPTY_ARRAY
+        parts = []
+        ref_keys = []
+        for k, v in entries:
+            if v.startswith(REF_PREFIX):
+                parts.append(k + _BIN32 + v[3:])
+                ref_keys.append(k)
+            else:
+                parts.append(k + v)
+        return (array_header(4) + pack(tag) + _ZERO + map_header(n) + b"".join(parts)
+                + array_header(len(ref_keys)) + b"".join(ref_keys))
+    if kind == SEQ:
+        values, positions = _values(entries, pack)
+        return array_header(4) + pack(tag) + _ZERO + values + positions
+    pieces, positions = _values([p for p, _ in entries], pack)
+    return (array_header(5) + pack(tag) + _ZERO + pieces + array_header(n)
+            + b"".join([pack(c) for _, c in entries]) + positions)
+
+
+def inner_payload(kind: int, tag: Any, level: int, entries: list[Any], pack: Pack) -> bytes:
+    """An inner node from its entries: (first key, child reference, entries below) for
+    MAP, (child reference, entries or bytes below) for SEQ and TEXT."""
+    n = len(entries)
+    if kind == MAP:
+        return (array_header(5) + pack(tag) + pack(level) + array_header(n) + b"".join([f for f, _, _ in entries])
+                + array_header(n) + b"".join([_BIN32 + r[3:] for _, r, _ in entries])
+                + array_header(n) + b"".join([pack(c) for _, _, c in entries]))
+    return (array_header(4) + pack(tag) + pack(level) + array_header(n) + b"".join([_BIN32 + r[3:] for r, _ in entries])
+            + array_header(n) + b"".join([pack(c) for _, c in entries]))
+
+
+def decode_node(oid: bytes, data: bytes) -> tuple[int, Any]:
+    """``(kind, decoded payload)`` of an object's canonical bytes: the payload list of a
+    node (see the table above), or the raw bytes of a BLOB."""
+    kind = data[0] if data else -1
+    if kind == BLOB:
+        return kind, data[1:]
+    if kind not in (MAP, SEQ, TEXT):
+        split_object(ObjectId(oid), data)  # raises the right error for unknown kinds
+        raise CorruptObjectError(ObjectId(oid), f"a {KIND_NAMES[kind]} object cannot be a value")
+    try:
+        node = msgpack.unpackb(memoryview(data)[1:], ext_hook=ext_hook, raw=False)
+    except SnapvcError:
+        raise
+    except Exception as exc:
+        raise CorruptObjectError(ObjectId(oid), f"cannot decode {KIND_NAMES[kind]} payload: {exc}") from None
+    if type(node) is not list or len(node) < 4:
+        raise CorruptObjectError(ObjectId(oid), "node payload is not a [type, level, ...] array")
+    return kind, node
+
+
+def children_of(kind: int, node: list[Any]) -> list[bytes]:
+    """The ids a decoded node refers to."""
+    if node[1]:
+        return node[3] if kind == MAP else node[2]
+    values = node[2]
+    return [values[i] for i in (node[4] if kind == TEXT else node[3])]
