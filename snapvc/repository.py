@@ -42,7 +42,7 @@ __all__ = ["Repository", "RepoStats", "open", "DEFAULT_BRANCH"]
 
 DEFAULT_BRANCH = "main"
 _MAX_BRANCH_CACHES = 8
-_PREFETCH_COMMITS = 64
+_PREFETCH_COMMITS = 256
 _MAX_CACHED_COMMITS = 200_000
 
 
@@ -154,15 +154,17 @@ class Repository:
         return self.store.ids_with_prefix(prefix, 2)
 
     def _parents(self, oid: ObjectId) -> tuple[ObjectId, ...]:
-        return self.get_commit(oid).parents
+        return self.get_commit(oid, walking=True).parents
 
-    def get_commit(self, oid: ObjectId, *, rev: str | None = None) -> Commit:
-        """The commit ``oid``; ``UnknownRevisionError`` if it is not a commit."""
+    def get_commit(self, oid: ObjectId, *, rev: str | None = None, walking: bool = False) -> Commit:
+        """The commit ``oid``; ``UnknownRevisionError`` if it is not a commit.
+
+        ``walking``: the caller is reading history backwards (log, ``main~400``), so the
+        commit's first-parent chain is fetched from the index in the same query."""
         commit = self._commit_cache.get(oid)
         if commit is not None:
             return commit
-        # History is read backwards: fetch this commit's first-parent chain in one go.
-        chain = self.commits.first_parent_chain(oid, _PREFETCH_COMMITS)
+        chain = self.commits.first_parent_chain(oid, _PREFETCH_COMMITS if walking else 1)
         if chain:
             self._cache_commits(chain)
             return chain[0]
@@ -388,7 +390,7 @@ class Repository:
             for p in commit.parents:
                 if p not in seen:
                     seen.add(p)
-                    pc = self.get_commit(p)
+                    pc = self.get_commit(p, walking=True)
                     heapq.heappush(heap, (-pc.generation, -pc.timestamp_us, pc.id, pc))
 
     def diff(self, a: str | ObjectId, b: str | ObjectId, paths: list[tuple[str | int, ...]] | None = None) -> list[Change]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import uuid
+from bisect import bisect_left
 from collections.abc import Callable
 from decimal import Decimal
 from itertools import chain, count
@@ -616,11 +617,7 @@ class Encoder:
         while True:
             old = old_tree[level] if old_tree is not None and level < len(old_tree) else None
             plan = plan_level(entries, hs, first, old, LEAF_TARGET_BYTES if level == 0 else TARGET_NODE_BYTES)
-            old_at: dict[int, bytes] = {}
-            if old is not None:
-                old_at = {nd.start: nd.ref for nd in old.nodes}
-            elif level == 0 and old_ref is not None:
-                old_at = {0: old_ref}  # a single node that grew into a tree
+            grown = old is None and level == 0 and old_ref is not None  # a single node that grew into a tree
             nodes: list[NodeRec] = []
             for item in plan:
                 if type(item) is NodeRec:
@@ -638,7 +635,9 @@ class Encoder:
                     head = chunk[0][0] if kind == MAP else None
                 # Only an open node (the last of its level, still growing) is stored as a
                 # delta: a closed node is final, and a full frame keeps its reads short.
-                base = None if closed else old_at.get(start)
+                base = None
+                if not closed:
+                    base = _node_at(old.nodes, start) if old is not None else (old_ref if grown and start == 0 else None)
                 nodes.append(NodeRec(start, end, closed, self._store(kind, payload, base), count, head))
             levels.append(Level(entries, nodes))
             if len(nodes) == 1:
@@ -655,6 +654,12 @@ class Encoder:
 _MUTABLE_CONTAINERS = frozenset({dict, list, tuple})
 _FEW_KIDS = 16
 _MAX_PATHS = 100_000
+
+
+def _node_at(nodes: list[NodeRec], start: int) -> bytes | None:
+    """The reference of the node among ``nodes`` that starts at ``start``, if one does."""
+    i = bisect_left(nodes, start, key=lambda nd: nd.start)
+    return nodes[i].ref if i < len(nodes) and nodes[i].start == start else None
 
 
 def _entries_size(kind: int, entries: list[Any]) -> int:
