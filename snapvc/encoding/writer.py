@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as _dt
 import uuid
 from bisect import bisect_left
+from gc import get_referents
 from collections.abc import Callable
 from decimal import Decimal
 from itertools import chain, count
@@ -106,11 +107,11 @@ class _Deep:
             self.dicts.append(child)
             self.dlens.append(len(child))
             self.keys.extend(child)
-            self.vals.extend(child.values())
+            self.vals.extend(get_referents(child))
         else:
             self.seqs.append(child)
             self.slens.append(len(child))
-            self.items.extend(child)
+            self.items.extend(get_referents(child))
         if below.dicts or below.seqs:
             self.add_all(below)
 
@@ -132,14 +133,17 @@ class _Deep:
         del self.seqs[ns:], self.slens[ns:], self.items[ni:]
 
     def same(self) -> bool:
-        """True if every recorded container still holds exactly the recorded objects."""
+        """True if every recorded container still holds exactly the recorded objects.
+
+        ``gc.get_referents`` lists what containers hold (a dict's values, a list's items)
+        in one C call; identity is then checked element by element. Keys are str
+        (anything else fails to encode), and str equality is exact."""
         return (
             list(map(len, self.seqs)) == self.slens
             and list(map(len, self.dicts)) == self.dlens
-            and all(map(is_, chain.from_iterable(self.seqs), self.items))
-            # Keys are str (anything else fails to encode), and str equality is exact.
+            and all(map(is_, get_referents(*self.seqs), self.items))
             and list(chain.from_iterable(self.dicts)) == self.keys
-            and all(map(is_, chain.from_iterable(map(dict.values, self.dicts)), self.vals))
+            and all(map(is_, get_referents(*self.dicts), self.vals))
         )
 
 
