@@ -26,6 +26,7 @@ from snapvc.encoding.reader import Loader, MapView, ObjectCache
 from snapvc.encoding.writer import EncodeCache, Encoder
 from snapvc.errors import (
     ObjectNotFoundError,
+    RepositoryError,
     RefConflictError,
     RefExistsError,
     RefNotFoundError,
@@ -107,6 +108,7 @@ class Repository:
         self.loader = Loader(self.store.get_many, ObjectCache(cache_bytes))
         self._encode_caches: dict[str, EncodeCache] = {}
         self._write_lock = threading.RLock()
+        self._closed = False
         self._commit_cache: dict[ObjectId, Commit] = {}  # commits are immutable
         if self.refs.get_symbolic("HEAD") is None and self.refs.get("HEAD") is None:
             self.refs.set_symbolic("HEAD", branch_ref(DEFAULT_BRANCH))
@@ -114,7 +116,14 @@ class Repository:
     # -- lifecycle ----------------------------------------------------------------------
 
     def close(self) -> None:
-        self.backend.close()
+        """Close the repository (folds SQLite's write-ahead log into the file). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self.backend.close()
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise RepositoryError(f"{self.location!r} is closed; open it again with snapvc.open()")
 
     def __enter__(self) -> Repository:
         return self
@@ -144,6 +153,7 @@ class Repository:
     def resolve(self, rev: str | ObjectId = "HEAD") -> ObjectId:
         """The commit id ``rev`` names: a branch, tag, id prefix, ``HEAD``, ``rev~N``,
         ``rev^N`` or ``ref@{N}``."""
+        self._require_open()
         if isinstance(rev, ObjectId):
             return rev
         oid = resolve_rev(rev, refs=self.refs, find_prefix=self._find_prefix, parents=self._parents)
@@ -209,6 +219,7 @@ class Repository:
         Unchanged parts of a state that holds the same Python objects as the last commit
         on the branch are not encoded again.
         """
+        self._require_open()
         if isinstance(state, MapView):
             state = state.to_dict()
         ref = self._branch_ref(branch)

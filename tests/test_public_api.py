@@ -48,3 +48,17 @@ def test_package_is_typed() -> None:
     from importlib.resources import files
 
     assert files("snapvc").joinpath("py.typed").is_file()
+
+
+def test_a_closed_repository_says_so() -> None:
+    repo = snapvc.open("memory://")
+    repo.commit({"a": 1})
+    repo.close()
+    repo.close()  # closing twice is fine
+    for use in (lambda: repo.commit({"a": 2}), lambda: repo.checkout(), lambda: list(repo.log())):
+        try:
+            use()
+        except snapvc.RepositoryError as exc:
+            assert "closed" in str(exc)
+        else:
+            raise AssertionError("a closed repository was used without an error")
