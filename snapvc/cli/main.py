@@ -1,12 +1,14 @@
 """``snapvc``: inspect and drive a repository from the terminal, as git users expect.
 
 Every command takes ``--repo`` (default: the nearest ``*.snapvc`` file, looking in the
-working directory and then upwards, like git) and exits 0 on success, 1 when it found
+working directory and then upwards, like git; ``SNAPVC_CEILING_DIRECTORIES`` stops the
+search as ``GIT_CEILING_DIRECTORIES`` does) and exits 0 on success, 1 when it found
 differences, 2 on bad usage or input.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,12 @@ __all__ = ["cli", "main"]
 
 
 def _find_repo(start: Path) -> Path | None:
+    """The first ``*.snapvc`` file in ``start`` or a folder above it, stopping below any
+    folder listed in ``SNAPVC_CEILING_DIRECTORIES`` (``:``-separated, like git's)."""
+    ceilings = {Path(p).resolve() for p in os.environ.get("SNAPVC_CEILING_DIRECTORIES", "").split(os.pathsep) if p}
     for folder in (start, *start.parents):
+        if folder in ceilings:
+            return None
         found = sorted(folder.glob("*.snapvc"))
         if found:
             return found[0]
