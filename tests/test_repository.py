@@ -833,3 +833,18 @@ def test_two_processes_racing_on_one_branch(tmp_path: Path, mode: str) -> None:
         if mode == "read-modify-write":
             entries = repo.checkout("main")["entries"]
             assert sorted(entries) == sorted(f"{who}-{i}" for who in "pq" for i in range(n))
+
+
+def test_log_and_where_read_no_object(tmp_path: Path) -> None:
+    path = tmp_path / "index.snapvc"
+    with snapvc.open(path) as repo:
+        for i in range(30):
+            repo.commit({"step": i, "notes": "x" * 5000}, metadata={"step": i, "agent": "a" if i % 3 else "b"})
+    with snapvc.open(path, create=False) as repo:
+        reads: list[int] = []
+        inner_get_many = repo.store.get_many
+        repo.store.get_many = lambda ids: reads.append(len(list(ids))) or inner_get_many(ids)  # type: ignore[method-assign]
+        picked = list(repo.log("main", where={"agent": "b"}))
+        assert [c.metadata["step"] for c in picked] == list(range(27, -1, -3))
+        assert repo.resolve("main~29") == list(repo.log("main"))[-1].id
+        assert reads == [], "log, where= and rev walks are answered from the commit index"
