@@ -260,6 +260,7 @@ class Repository:
                         raise RefConflictError(ref, expected, self.refs.get(ref))
             except BaseException:
                 cache.discard()
+                self.store.forget(encoder.objects)  # nothing of a failed commit stays cached
                 raise
             cache.commit()
             self._cache_commits([commit])

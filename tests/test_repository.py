@@ -27,6 +27,7 @@ from snapvc import (
     RepositoryNotFoundError,
     UnknownRevisionError,
 )
+from snapvc.encoding.writer import Encoder
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, COMMIT
 
@@ -706,6 +707,9 @@ def test_commit_loses_a_race_with_another_writer(tmp_path: Path) -> None:
     assert info.value.actual == won[0].id
     assert b.resolve("main") == won[0].id
     assert b.checkout("main") == {"n": 1, "by": "a"}
+    # Nothing B wrote stays behind, on disk or in B's caches.
+    lost_tree = Encoder().encode_root({"n": 1, "by": "b"})
+    assert b.store.has_many([lost_tree]) == set() and b.store.get_many([lost_tree]) == {}
     # B re-reads and retries: both commits are in history.
     c = b.commit({"n": 2, "by": "b"}, message="b again")
     assert c.parents == (won[0].id,)

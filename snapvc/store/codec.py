@@ -246,12 +246,16 @@ class CompressedStore(_Wrapper):
             self._remember(oid, data, depth)
         self.inner.put_many(frames)
 
-    def delete_many(self, ids: Iterable[ObjectId]) -> int:
-        ids = list(ids)
+    def forget(self, ids: Iterable[bytes]) -> None:
+        """Drop ``ids`` from the cache of recent objects (their write was rolled back)."""
         for oid in ids:
             known = self._recent.pop(oid, None)
             if known is not None:
                 self._recent_size -= len(known[0])
+
+    def delete_many(self, ids: Iterable[ObjectId]) -> int:
+        ids = list(ids)
+        self.forget(ids)
         return self.inner.delete_many(ids)
 
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
@@ -289,6 +293,12 @@ class VerifiedStore(_Wrapper):
             self.inner.put_many(items, bases)  # type: ignore[call-arg]
         else:
             self.inner.put_many(items)
+
+    def forget(self, ids: Iterable[bytes]) -> None:
+        """Drop ``ids`` from any cache below (their write was rolled back)."""
+        forget = getattr(self.inner, "forget", None)
+        if forget is not None:
+            forget(ids)
 
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
         found = self.inner.get_many(ids)
