@@ -35,7 +35,7 @@ from snapvc.errors import (
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, COMMIT, MAP, SEQ, TEXT, Commit, split_object
 from snapvc.refs.base import ReflogEntry
-from snapvc.refs.names import HEADS, TAGS, branch_ref, short_name, tag_ref
+from snapvc.refs.names import HEADS, TAGS, branch_ref, ref_name_problem, short_name, tag_ref
 from snapvc.refs.revs import resolve_rev
 from snapvc.store.codec import open_object_store
 
@@ -358,8 +358,9 @@ class Repository:
         out a branch by name also makes it HEAD's branch, as ``git checkout`` does."""
         commit = self.get_commit(self.resolve(rev))
         state = self.loader.materialize(commit.tree)
-        if isinstance(rev, str) and rev in self.branches():
-            self.refs.set_symbolic("HEAD", branch_ref(rev))
+        if isinstance(rev, str) and ref_name_problem(HEADS + rev) is None and self.refs.get(HEADS + rev) is not None:
+            if self.refs.get_symbolic("HEAD") != HEADS + rev:  # when HEAD is already there, a read stays a read
+                self.refs.set_symbolic("HEAD", branch_ref(rev))
         return state
 
     def snapshot(self, rev: str | ObjectId = "HEAD") -> MapView:

@@ -852,3 +852,17 @@ def test_log_and_where_read_no_object(tmp_path: Path) -> None:
         assert [c.metadata["step"] for c in picked] == list(range(27, -1, -3))
         assert repo.resolve("main~29") == list(repo.log("main"))[-1].id
         assert reads == [], "log, where= and rev walks are answered from the commit index"
+
+
+def test_checkout_moves_head_to_a_branch_and_writes_nothing_otherwise(tmp_path: Path) -> None:
+    with snapvc.open(tmp_path / "h.snapvc") as repo:
+        repo.commit({"n": 1})
+        repo.branch("other")
+        conn = repo.backend.file.conn  # type: ignore[union-attr]
+        before = conn.total_changes
+        assert repo.checkout("main") == {"n": 1} and repo.checkout("main~0") == {"n": 1}
+        assert conn.total_changes == before, "checking out the branch HEAD is on wrote to the file"
+        repo.checkout("other")
+        assert repo.head == "other" and conn.total_changes > before
+        repo.commit({"n": 2})
+        assert repo.checkout("other") == {"n": 2} and repo.checkout("main") == {"n": 1}
