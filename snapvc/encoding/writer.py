@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import uuid
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from gc import get_referents
 from collections.abc import Callable
 from decimal import Decimal
@@ -184,6 +184,9 @@ class EncodeCache:
         # path in the state -> (tree, reference) of the node stored there
         self.old_paths: dict[tuple[Any, ...], tuple[Any, Any]] = {}
         self.new_paths: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+        # path in the state -> (start offsets, references) of a long string's chunks
+        self.old_chunks: dict[tuple[Any, ...], tuple[list[int], list[bytes]]] = {}
+        self.new_chunks: dict[tuple[Any, ...], tuple[list[int], list[bytes]]] = {}
 
     def get(self, obj: Any) -> Any:
         key = id(obj)
@@ -207,6 +210,14 @@ class EncodeCache:
     def put_path(self, path: tuple[Any, ...], enc: bytes, tree: list[Level] | None) -> None:
         self.new_paths[path] = (tree, enc)
 
+    def chunks_at(self, path: tuple[Any, ...]) -> tuple[list[int], list[bytes]]:
+        """(start offsets, references) of the chunks of the long string stored at ``path``
+        in the last commit; empty lists if none."""
+        return self.old_chunks.get(path, _NO_CHUNKS)
+
+    def put_chunks(self, path: tuple[Any, ...], starts: list[int], refs: list[bytes]) -> None:
+        self.new_chunks[path] = (starts, refs)
+
     def on_discard(self, undo: Callable[[], None]) -> None:
         """Run ``undo`` if the commit being encoded fails (for entries grown in place)."""
         self._undo.append(undo)
@@ -220,6 +231,10 @@ class EncodeCache:
             self.old_paths = {}
         self.old_paths.update(self.new_paths)
         self.new_paths = {}
+        if len(self.old_chunks) + len(self.new_chunks) > _MAX_PATHS:
+            self.old_chunks = {}
+        self.old_chunks.update(self.new_chunks)
+        self.new_chunks = {}
         self._undo.clear()
 
     def discard(self) -> None:
@@ -228,6 +243,7 @@ class EncodeCache:
         self._undo.clear()
         self.new = {}
         self.new_paths = {}
+        self.new_chunks = {}
 
 
 def _map_leaf_hs(entry: tuple[bytes, bytes]) -> tuple[int, int]:
@@ -297,10 +313,13 @@ class Encoder:
         """Keep a new object; ``base`` (a reference) names the object it replaces, which
         the store may use to keep it as a small delta."""
         oid, data = object_bytes(kind, payload)
-        self.objects[oid] = data
-        if base is not None and base.startswith(REF_PREFIX):
-            self.bases[oid] = ObjectId(base[3:])
+        self._store_object(oid, data, base)
         return REF_PREFIX + oid
+
+    def _store_object(self, oid: ObjectId, data: bytes, base: bytes | None) -> None:
+        self.objects[oid] = data
+        if base is not None and base.startswith(REF_PREFIX) and base[3:] != oid:
+            self.bases[oid] = ObjectId(base[3:])
 
     # -- dispatch -----------------------------------------------------------------------
 
@@ -359,11 +378,25 @@ class Encoder:
         if len(data) <= CHUNK_THRESHOLD:
             enc = self._store(TEXT, self._leaf_payload(TEXT, tag, [(pack(data), len(data))]))
         else:
+            # What stood at this path last commit: a chunk it shares is not stored again,
+            # and a new chunk names as delta base the old chunk that covered the same
+            # offset, so an edit in a long document costs about the edit.
+            path = tuple(self._path)
+            old_starts, old_refs = self.cache.chunks_at(path)
+            known = set(old_refs)
             view = memoryview(data)
-            entries = [
-                (self._store(BLOB, bytes(view[c.offset : c.offset + c.length])), c.length)
-                for c in _chunker.cut_buf(data)
-            ]
+            entries = []
+            starts = []
+            for c in _chunker.cut_buf(data):
+                chunk = bytes(view[c.offset : c.offset + c.length])
+                oid, raw = object_bytes(BLOB, chunk)
+                ref = REF_PREFIX + oid
+                if ref not in known:
+                    i = bisect_right(old_starts, c.offset) - 1
+                    self._store_object(oid, raw, old_refs[i] if i >= 0 else None)
+                entries.append((ref, c.length))
+                starts.append(c.offset)
+            self.cache.put_chunks(path, starts, [ref for ref, _ in entries])
             enc, _ = self._build(TEXT, tag, entries, _text_leaf_hs, _identity, None, None)
         self.cache.put(v, _Entry(v, None, (), enc, [], None, []))
         return enc
@@ -657,6 +690,7 @@ class Encoder:
 
 _MUTABLE_CONTAINERS = frozenset({dict, list, tuple})
 _FEW_KIDS = 16
+_NO_CHUNKS: tuple[list[int], list[bytes]] = ([], [])
 _MAX_PATHS = 100_000
 
 
