@@ -8,6 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from benchmarks import peers as peer_bench
 from benchmarks.agent_run import (
     DOCS_PATH,
     BenchmarkFailure,
@@ -28,6 +29,13 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, help="also write the report to this file: JSON if it ends in .json, else Markdown"
     )
     parser.add_argument("--write-docs", action="store_true", help="also write the report to docs/benchmarks.md")
+    parser.add_argument(
+        "--peers",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run the same workload through LangGraph's SqliteSaver and InMemorySaver and git "
+        "(default: on when langgraph-checkpoint and langgraph-checkpoint-sqlite are installed)",
+    )
     args = parser.parse_args(argv)
     command = shlex.join(["python", "-m", "benchmarks", *(sys.argv[1:] if argv is None else argv)])
 
@@ -43,10 +51,27 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     env = environment()
     print(format_table(report))
-    markdown = format_markdown(report, env, command)
+    peers = None
+    if args.peers is not False:
+        if peer_bench.peers_available():
+            try:
+                peers = peer_bench.run_peers(
+                    args.steps, documents=args.documents, doc_size=args.doc_size, seed=args.seed, progress=progress
+                )
+            except BenchmarkFailure as exc:
+                print(f"peer benchmark failed, no peer figures reported: {exc}", file=sys.stderr)
+                return 1
+            print()
+            print(peer_bench.format_peers_table(report, peers))
+        else:
+            print(peer_bench.INSTALL_HINT)
+    peer_lines = peer_bench.format_peers_markdown(report, peers) if peers else None
+    markdown = format_markdown(report, env, command, peer_lines)
     if args.out:
         if args.out.suffix == ".json":
             figures = {**report.as_dict(), "environment": env, "command": command}
+            if peers:
+                figures["peers"] = peers.as_dict()
             args.out.write_text(json.dumps(figures, indent=2) + "\n")
         else:
             args.out.write_text(markdown)

@@ -456,8 +456,10 @@ def format_table(report: Report) -> str:
     return "\n".join(lines)
 
 
-def format_markdown(report: Report, env: Mapping[str, str], command: str) -> str:
-    """The report as the Markdown page ``docs/benchmarks.md``."""
+def format_markdown(
+    report: Report, env: Mapping[str, str], command: str, peers: Sequence[str] | None = None
+) -> str:
+    """The report as the Markdown page ``docs/benchmarks.md``; ``peers``: lines of a "Peers" section."""
     out = [
         "# Benchmarks",
         "",
@@ -494,6 +496,7 @@ def format_markdown(report: Report, env: Mapping[str, str], command: str) -> str
         "peak is measured in a second, identical run, so its overhead does not touch the times;",
         "it includes the workload's own state.",
         "",
+        *(peers or ()),
         "## Machine",
         "",
         "| | |",
