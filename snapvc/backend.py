@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from snapvc.errors import RepositoryError
 from snapvc.refs.base import RefStore
 from snapvc.refs.memory import MemoryRefStore
 from snapvc.refs.sqlite import SqliteRefStore
@@ -64,7 +65,7 @@ def open_backend(location: str | os.PathLike[str], *, create: bool = True, durab
         return Backend(MEMORY_URL, MemoryObjectStore(**kw), MemoryRefStore(**kw), MemoryCommitIndex())
     if "://" in text:
         scheme = text.split("://", 1)[0]
-        raise ValueError(f"unsupported repository location {text!r}: scheme {scheme!r} is not known (use a file path or memory://)")
+        raise RepositoryError(f"unsupported repository location {text!r}: scheme {scheme!r} is not known (use a file path or memory://)")
     file = SqliteFile(Path(text), create=create, durability=durability)
     try:
         return Backend(text, SqliteObjectStore(file, **kw), SqliteRefStore(file, **kw), SqliteCommitIndex(file), file)

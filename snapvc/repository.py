@@ -26,16 +26,23 @@ from snapvc.encoding.reader import Loader, MapView, ObjectCache
 from snapvc.encoding.writer import EncodeCache, Encoder
 from snapvc.errors import (
     ObjectNotFoundError,
-    RepositoryError,
     RefConflictError,
     RefExistsError,
     RefNotFoundError,
+    RepositoryError,
     UnknownRevisionError,
 )
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, COMMIT, MAP, SEQ, TEXT, Commit, split_object
 from snapvc.refs.base import ReflogEntry
-from snapvc.refs.names import HEADS, TAGS, branch_ref, ref_name_problem, short_name, tag_ref
+from snapvc.refs.names import (
+    HEADS,
+    TAGS,
+    branch_ref,
+    ref_name_problem,
+    short_name,
+    tag_ref,
+)
 from snapvc.refs.revs import resolve_rev
 from snapvc.store.codec import open_object_store
 

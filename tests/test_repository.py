@@ -105,7 +105,7 @@ def test_open_in_a_missing_folder(tmp_path: Path) -> None:
 
 
 def test_open_unknown_scheme() -> None:
-    with pytest.raises(ValueError, match="scheme"):
+    with pytest.raises(snapvc.RepositoryError, match="scheme"):
         snapvc.open("ftp://example.com/repo")
 
 

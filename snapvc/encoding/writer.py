@@ -26,9 +26,9 @@ from __future__ import annotations
 import datetime as _dt
 import uuid
 from bisect import bisect_left, bisect_right
-from gc import get_referents
 from collections.abc import Callable
 from decimal import Decimal
+from gc import get_referents
 from itertools import chain, count
 from operator import is_
 from typing import Any, Final
