@@ -297,10 +297,6 @@ class Encoder:
         enc = self._encode_dict(state, force_node=True)
         return ObjectId(enc[3:])
 
-    def encode_value(self, value: Any) -> bytes:
-        """The encoding of any storable value (inline msgpack or a reference)."""
-        return self._encode(value)
-
     # -- helpers ------------------------------------------------------------------------
 
     def _where(self) -> str:

@@ -161,11 +161,6 @@ def decode_frame(oid: ObjectId, frame: bytes, base: bytes | None = None) -> byte
     return bytes(data)
 
 
-def frame_codec(frame: bytes) -> str:
-    """The codec name of a frame, for stats."""
-    return KNOWN_CODECS.get(frame[0], f"unknown({frame[0]})") if frame else "empty"
-
-
 class _Wrapper:
     """Forwards everything a wrapper does not change to the store it wraps."""
 

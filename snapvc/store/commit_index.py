@@ -8,7 +8,6 @@ missing from the index (copied in by a sync, say) is read from its object and in
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
 from typing import Any, Protocol
 
 from snapvc.ids import ObjectId
@@ -27,7 +26,6 @@ class CommitIndex(Protocol):
         ...
     def count(self) -> int: ...
     def ids(self) -> list[ObjectId]: ...
-    def remove(self, ids: Iterable[ObjectId]) -> None: ...
 
 
 class MemoryCommitIndex:
@@ -56,10 +54,6 @@ class MemoryCommitIndex:
     def ids(self) -> list[ObjectId]:
         return list(self._commits)
 
-    def remove(self, ids: Iterable[ObjectId]) -> None:
-        with self._lock:
-            for oid in ids:
-                self._commits.pop(oid, None)
 
 
 class SqliteCommitIndex:
@@ -118,6 +112,3 @@ class SqliteCommitIndex:
         with self.file.lock:
             return [ObjectId(r[0]) for r in self.file.conn.execute("SELECT id FROM commits")]
 
-    def remove(self, ids: Iterable[ObjectId]) -> None:
-        with self.file.transaction() as c:
-            c.executemany("DELETE FROM commits WHERE id = ?", [(oid,) for oid in ids])
