@@ -50,6 +50,7 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 # Stored frames run from a few bytes to ~8 KB: 8 KiB pages leave less unused space at the
 # end of each page than the default 4 KiB (measured: 3% smaller files on agent runs).
 PAGE_SIZE = 8192
+WAL_BYTES = 256 << 10
 # SQLite's default limit on bound variables per statement is 32766; stay well below.
 _BATCH = 500
 
@@ -100,9 +101,10 @@ class SqliteFile:
         c.execute("PRAGMA journal_mode=WAL")
         c.execute(f"PRAGMA synchronous={DURABILITY_MODES[self.durability]}")
         c.execute("PRAGMA busy_timeout=30000")
-        # Fold the write-ahead log into the file every ~1 MB and keep it from growing past 4 MB.
-        c.execute(f"PRAGMA wal_autocheckpoint={(1 << 20) // PAGE_SIZE}")
-        c.execute(f"PRAGMA journal_size_limit={4 << 20}")
+        # Fold the write-ahead log into the file every WAL_BYTES and truncate it back to that
+        # size, so the store on disk is never much larger than what it holds.
+        c.execute(f"PRAGMA wal_autocheckpoint={WAL_BYTES // PAGE_SIZE}")
+        c.execute(f"PRAGMA journal_size_limit={WAL_BYTES}")
         if app_id != APPLICATION_ID:
             with self.transaction():
                 c.execute(f"PRAGMA application_id={APPLICATION_ID}")
