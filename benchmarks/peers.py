@@ -44,7 +44,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks.agent_run import BenchmarkFailure, Report, _duration, _size
+from benchmarks.agent_run import (
+    Report,
+    _check,
+    _duration,
+    _median,
+    _size,
+    _store_files,
+)
 from benchmarks.workload import AgentRun
 
 __all__ = [
@@ -226,12 +233,12 @@ def _run_sqlite_saver(
     try:
         saver = SqliteSaver(conn)
         state, puts = _drive_saver(saver, workload, steps, say)
-        files = _sqlite_files(path)
+        files = _store_files(path)
         _check_saver(saver, state, steps, checks, "SqliteSaver")
         latest_s, history_s = _saver_reads(saver)
     finally:
         conn.close()
-    closed = sum(_sqlite_files(path).values())
+    closed = sum(_store_files(path).values())
     detail = " + ".join(f"{name} {_size(n)}" for name, n in files.items())
     return PeerResult(
         name="LangGraph SqliteSaver",
@@ -274,15 +281,6 @@ def _run_memory_saver(workload: AgentRun, steps: int, checks: list[str], say: Ca
         history_what=f"list(saver.list(config)) (median of {LIST_REPEATS})",
         extra={"all puts": _duration(sum(puts))},
     )
-
-
-def _sqlite_files(path: Path) -> dict[str, int]:
-    out = {}
-    for name, suffix in (("file", ""), ("wal", "-wal"), ("shm", "-shm")):
-        p = Path(str(path) + suffix)
-        if p.exists():
-            out[name] = p.stat().st_size
-    return out
 
 
 # --- git -------------------------------------------------------------------------------
@@ -413,21 +411,6 @@ def _compact(value: Any) -> str:
 
 
 # --- helpers ---------------------------------------------------------------------------
-
-
-def _median(repeats: int, action: Callable[[], object]) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def _check(ok: bool, checks: list[str], what: str) -> None:
-    if not ok:
-        raise BenchmarkFailure(f"check failed: {what}")
-    checks.append(what)
 
 
 # --- reporting -------------------------------------------------------------------------

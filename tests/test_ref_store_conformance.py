@@ -15,6 +15,7 @@ from snapvc.errors import InvalidRefNameError
 from snapvc.ids import ObjectId
 from snapvc.refs import MemoryRefStore, ReflogEntry, RefStore, SqliteRefStore
 from snapvc.store.sqlite import SqliteFile
+from tests.fakes import TickingClock
 
 ROOT = Path(__file__).resolve().parents[1]
 MAIN = "refs/heads/main"
@@ -27,22 +28,15 @@ def oid(n: int) -> ObjectId:
 A, B, C = oid(1), oid(2), oid(3)
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> TickingClock:
+    return TickingClock()
 
 
 @pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[RefStore]:
+def store(request: pytest.FixtureRequest, tmp_path: Path, clock: TickingClock) -> Iterator[RefStore]:
     if request.param == "memory":
         yield MemoryRefStore(clock=clock)
         return
@@ -115,7 +109,7 @@ def test_list_with_prefix_sorted(store: RefStore) -> None:
     assert "HEAD" not in store.list("")  # symbolic refs are not listed
 
 
-def test_reflog_order_and_content(store: RefStore, clock: FakeClock) -> None:
+def test_reflog_order_and_content(store: RefStore, clock: TickingClock) -> None:
     start = clock.now
     store.compare_and_swap(MAIN, None, A, "create")
     store.compare_and_swap(MAIN, A, B, "commit: two")
@@ -133,7 +127,7 @@ def test_reflog_order_and_content(store: RefStore, clock: FakeClock) -> None:
     assert store.reflog_names() == ["refs/heads/main", "refs/heads/other"]
 
 
-def test_reflog_survives_deletion(store: RefStore, clock: FakeClock) -> None:
+def test_reflog_survives_deletion(store: RefStore, clock: TickingClock) -> None:
     store.compare_and_swap(MAIN, None, A, "create")
     store.compare_and_swap(MAIN, A, None, "delete")
     assert store.get(MAIN) is None
@@ -142,7 +136,7 @@ def test_reflog_survives_deletion(store: RefStore, clock: FakeClock) -> None:
     assert store.reflog_names() == [MAIN]
 
 
-def test_expire_reflog(store: RefStore, clock: FakeClock) -> None:
+def test_expire_reflog(store: RefStore, clock: TickingClock) -> None:
     start = clock.now
     store.compare_and_swap(MAIN, None, A, "one")  # start + 1
     store.compare_and_swap(MAIN, A, B, "two")  # start + 2
@@ -154,7 +148,7 @@ def test_expire_reflog(store: RefStore, clock: FakeClock) -> None:
     assert store.get(MAIN) == B  # refs themselves are untouched
 
 
-def test_injected_clock_times_the_reflog(store: RefStore, clock: FakeClock) -> None:
+def test_injected_clock_times_the_reflog(store: RefStore, clock: TickingClock) -> None:
     clock.now = 42.0
     store.compare_and_swap(MAIN, None, A, "create")
     (entry,) = store.reflog(MAIN)

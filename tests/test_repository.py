@@ -30,23 +30,17 @@ from snapvc import (
 from snapvc.encoding.writer import Encoder
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, COMMIT
+from tests.fakes import TickingClock
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
 
 
 @pytest.fixture(params=["memory", "sqlite"])
 def repo(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[snapvc.Repository]:
     location = "memory://" if request.param == "memory" else tmp_path / "repo.snapvc"
-    with snapvc.open(location, clock=FakeClock(), author="tester") as r:
+    with snapvc.open(location, clock=TickingClock(), author="tester") as r:
         yield r
 
 
