@@ -1,8 +1,9 @@
-"""A repository written by format version 1 stays readable, byte for byte the same states.
+"""Repositories written by earlier format versions stay readable, byte for byte the same states.
 
-``tests/fixtures/v1.snapvc`` was written once by ``tests/fixtures/make_fixtures.py``; it
-holds full and delta frames, two branches and a tag. A corrupted copy shows that damage
-is found and named, and that what does not depend on it still reads.
+``tests/fixtures/v1.snapvc`` and ``v2.snapvc`` were each written once by
+``tests/fixtures/make_fixtures.py``, from the same history: two branches and a tag; v1
+holds full and delta frames, v2 dictionary frames as well. A corrupted copy shows that
+damage is found and named, and that what does not depend on it still reads.
 """
 
 from __future__ import annotations
@@ -14,25 +15,35 @@ from pathlib import Path
 import pytest
 
 import snapvc
-from snapvc.store.codec import CODEC_ZSTD_DELTA
+from snapvc.store.codec import CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT
 from tests.fixtures.make_fixtures import fixture_states
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "v1.snapvc"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 MAIN = "5bb9608afc757ef6b301dbbdca90e7249251dff0693abe737bb97761207aa02e"
+# The frames each version's fixture must hold, so that reading it tests their decoding.
+CODECS = {1: {CODEC_ZSTD_DELTA}, 2: {CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT}}
+
+
+@pytest.fixture(params=sorted(CODECS))
+def version(request: pytest.FixtureRequest) -> int:
+    return request.param
 
 
 @pytest.fixture
-def copy(tmp_path: Path) -> Path:
-    target = tmp_path / "v1.snapvc"
-    shutil.copy(FIXTURE, target)
+def copy(tmp_path: Path, version: int) -> Path:
+    target = tmp_path / f"v{version}.snapvc"
+    shutil.copy(FIXTURES / f"v{version}.snapvc", target)
     return target
 
 
-def test_fixture_holds_delta_frames(copy: Path) -> None:
+def test_fixture_holds_the_frames_of_its_version(copy: Path, version: int) -> None:
     conn = sqlite3.connect(copy)
     codecs = dict(conn.execute("SELECT substr(data, 1, 1), count(*) FROM objects GROUP BY 1").fetchall())
+    (stated,) = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
     conn.close()
-    assert codecs.get(bytes([CODEC_ZSTD_DELTA]), 0) > 10
+    assert int(stated) == version
+    for codec in CODECS[version]:
+        assert codecs.get(bytes([codec]), 0) > 10
 
 
 def test_every_commit_reads_back_exactly(copy: Path) -> None:

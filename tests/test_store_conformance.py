@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from snapvc.errors import CorruptObjectError, FormatVersionError, ObjectNotFoundError
+from snapvc.errors import CorruptObjectError, ObjectNotFoundError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, object_bytes
 from snapvc.store.base import ObjectStore, StoreSizes
@@ -453,12 +453,84 @@ def test_unknown_codec_byte_is_corruption(stack: Stores, codec: int) -> None:
     assert str(codec) in str(info.value)
 
 
-def test_reserved_dictionary_codec_is_a_format_version_error(stack: Stores) -> None:
+def test_a_dictionary_frame_naming_a_missing_dictionary_is_reported(stack: Stores) -> None:
     oid, data = blob(b"payload")
-    replace_frame(stack, oid, b"\x02" + varint(len(data)) + b"\x01" + data)
-    with pytest.raises(FormatVersionError) as info:
+    replace_frame(stack, oid, b"\x02" + varint(len(data)) + b"\x07" + data)
+    with pytest.raises(CorruptObjectError) as info:
         stack.reopen().get(oid)
-    assert oid.hex in str(info.value)
+    assert info.value.object_id == oid
+    assert "dictionary 7 is missing" in str(info.value)
+
+
+def prose_blobs(n: int, seed: int) -> list[tuple[ObjectId, bytes]]:
+    """Objects of a few KB of word-like text sharing a vocabulary, as a repository's are."""
+    vocabulary = random.Random(0)
+    words = ["".join(vocabulary.choice("abcdefghijklmnoprstuvwy") for _ in range(vocabulary.randint(2, 9)))
+             for _ in range(2000)]
+    weights = [1 / rank for rank in range(1, len(words) + 1)]  # Zipf-like, as in prose
+    rnd = random.Random(seed)
+    return [blob(" ".join(rnd.choices(words, weights, k=rnd.randint(300, 900))).encode()) for _ in range(n)]
+
+
+def test_a_dictionary_is_trained_on_the_first_objects_and_compresses_later_ones(stack: Stores) -> None:
+    first = prose_blobs(120, seed=1)  # a few hundred KB: enough samples to train on
+    stack.store.put_many(first)
+    assert len(stack.raw.dictionaries()) == 1
+    later = prose_blobs(40, seed=2)
+    stack.store.put_many(later)
+    codecs = {frame_of(stack, oid)[0] for oid, _ in later}
+    assert codecs == {2}
+    plain = sum(len(zstandard.ZstdCompressor(level=3).compress(data)) for _, data in later)
+    assert sum(len(frame_of(stack, oid)) for oid, _ in later) < plain
+    reader = stack.reopen()  # no caches: every frame and the dictionary come from the backend
+    assert reader.get_many([oid for oid, _ in first + later]) == dict(first + later)
+
+
+def test_a_damaged_dictionary_is_reported_by_the_reads_that_need_it(stack: Stores) -> None:
+    stack.store.put_many(prose_blobs(120, seed=1))
+    later = prose_blobs(5, seed=3)
+    stack.store.put_many(later)
+    (number, stored), = stack.raw.dictionaries().items()
+    if isinstance(stack.raw, MemoryObjectStore):
+        stack.raw._dictionaries[number] = stored[:20] + bytes(len(stored) - 20)
+    else:
+        stack.raw.file.conn.execute("UPDATE dictionaries SET data = zeroblob(100)")
+    reader = stack.reopen()
+    oid = later[0][0]
+    with pytest.raises(CorruptObjectError) as info:
+        reader.get(oid)
+    assert info.value.object_id == oid
+    assert f"dictionary {number} is damaged" in str(info.value)
+    more = prose_blobs(3, seed=4)
+    reader.put_many(more)  # writing goes on without the damaged dictionary
+    assert {frame_of(stack, o)[0] for o, _ in more} <= {0, 1}
+    assert stack.reopen().get_many([o for o, _ in more]) == dict(more)
+
+
+def test_a_dictionary_trained_in_a_rolled_back_write_is_not_used_afterwards(tmp_path: Path) -> None:
+    file = SqliteFile(tmp_path / "rollback.snapvc")
+    backend = SqliteObjectStore(file)
+    store = open_object_store(backend)
+    first = prose_blobs(120, seed=1)
+    with pytest.raises(RuntimeError):
+        with file.transaction():
+            store.put_many(first)
+            raise RuntimeError("the commit failed after its objects were written")
+    store.forget([oid for oid, _ in first])
+    assert backend.dictionaries() == {}
+    later = prose_blobs(5, seed=2)
+    store.put_many(later)
+    assert open_object_store(backend).get_many([oid for oid, _ in later]) == dict(later)
+    file.close()
+
+
+def test_objects_stored_before_a_dictionary_stay_readable_after(stack: Stores) -> None:
+    early = prose_blobs(3, seed=5)
+    stack.store.put_many(early)
+    assert {frame_of(stack, oid)[0] for oid, _ in early} == {1}
+    stack.store.put_many(prose_blobs(120, seed=1))
+    assert stack.raw.dictionaries()
+    assert stack.reopen().get_many([oid for oid, _ in early]) == dict(early)
 
 
 def test_delta_frames_round_trip_and_need_their_base(stack: Stores) -> None:

@@ -666,11 +666,12 @@ class Encoder:
                     payload = self._inner_payload(kind, tag, level, chunk)
                     count = sum(c[-1] for c in chunk)
                     head = chunk[0][0] if kind == MAP else None
-                # Only an open node (the last of its level, still growing) is stored as a
-                # delta: a closed node is final, and a full frame keeps its reads short.
-                base = None
-                if not closed:
-                    base = _node_at(old.nodes, start) if old is not None else (old_ref if grown and start == 0 else None)
+                # A new node names as delta base its own previous version, the old node that
+                # started at the same entry (the last, growing node of a list, also when it
+                # closes; a node an edit rewrote), whose bytes it mostly repeats. Measured:
+                # basing nodes that start elsewhere on the node covering their start saves
+                # nothing and lengthens the delta chains reads must decode.
+                base = _node_at(old.nodes, start) if old is not None else (old_ref if grown and start == 0 else None)
                 nodes.append(NodeRec(start, end, closed, self._store(kind, payload, base), count, head))
             levels.append(Level(entries, nodes))
             if len(nodes) == 1:

@@ -10,7 +10,8 @@ Invariants every implementation keeps (tested by ``tests/test_store_conformance.
 - objects are immutable; putting an id that exists is a no-op that refreshes its
   GC age (``mtime``);
 - ``get_many`` leaves out ids it does not have, ``get`` raises ``ObjectNotFoundError``;
-- ``ids_with_prefix`` finds every id starting with the given bytes of hex.
+- ``ids_with_prefix`` finds every id starting with the given bytes of hex;
+- a dictionary, once put, keeps its number and bytes for the life of the store.
 """
 
 from __future__ import annotations
@@ -67,6 +68,15 @@ class ObjectStore(Protocol):
         ...
 
     def sizes(self) -> StoreSizes:
+        ...
+
+    def dictionaries(self) -> dict[int, bytes]:
+        """Every compression dictionary the store's frames may name, by number."""
+        ...
+
+    def put_dictionary(self, data: bytes) -> int:
+        """Keep a new compression dictionary (in the current transaction, if any); returns
+        the number frames use to name it. Dictionaries are never changed or deleted."""
         ...
 
     def close(self) -> None:

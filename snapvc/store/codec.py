@@ -15,23 +15,35 @@ so how an object is compressed can change without changing any id.
 A delta frame (codec 3) is the object compressed with zstd using the canonical bytes of
 an earlier object — its *base*, usually the previous version of the same tree node — as
 dictionary: a scratchpad or list node rewritten with a few new entries costs about the
-size of those entries. Chains are at most ``MAX_DELTA_DEPTH`` (8) long, so a read decodes at
+size of those entries. Chains are at most ``MAX_DELTA_DEPTH`` long, so a read decodes at
 most that many frames. A base must outlive the deltas that use it (GC keeps it; see
-docs/design.md). Codec 2 is reserved for shared dictionaries; this version refuses it
-with ``FormatVersionError``.
+docs/design.md).
+
+A dictionary frame (codec 2) is compressed with a zstd dictionary trained on this
+repository's own objects: small objects alone compress poorly (a 4 KB chunk of prose
+shrinks ~2.2x, the same text with the vocabulary of the rest of the repository ~3x).
+``CompressedStore`` collects samples of the first objects it writes as full frames;
+once it has ``TRAIN_AFTER_BYTES`` of them it trains a ``DICTIONARY_BYTES`` dictionary,
+hands it to the backend, which numbers it (``put_dictionary``), and compresses every
+later full frame with it. Dictionaries are never changed or deleted; a backend without
+dictionary support simply never gets codec 2 frames.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator
 
 import zstandard
 
-from snapvc.errors import CorruptObjectError, FormatVersionError, ObjectNotFoundError
+from snapvc.errors import CorruptObjectError, ObjectNotFoundError
 from snapvc.ids import ObjectId, hash_bytes
 from snapvc.store.base import ObjectStore, StoreSizes
 
-__all__ = ["CompressedStore", "VerifiedStore", "open_object_store", "encode_frame", "encode_delta_frame", "decode_frame", "MAX_DELTA_DEPTH"]
+__all__ = [
+    "CompressedStore", "VerifiedStore", "open_object_store", "encode_frame", "encode_delta_frame", "decode_frame",
+    "Dictionary", "train_dictionary", "MAX_DELTA_DEPTH",
+]
 
 CODEC_RAW = 0
 CODEC_ZSTD = 1
@@ -46,6 +58,17 @@ MAX_OBJECT = 1 << 31
 ZSTD_LEVEL = 3
 # Against a base, level 1 finds the shared bytes as well as level 3, at a quarter of the cost.
 DELTA_LEVEL = 1
+# Dictionary training: sample full frames until this many bytes are collected (at most
+# SAMPLE_MAX_BYTES, so a large first commit gives a broad sample), each sample at most
+# SAMPLE_OBJECT_BYTES; then train a dictionary of DICTIONARY_BYTES. Measured on the agent
+# run: 64 KiB saves 27% of the full frames (110 KiB: 30%, at twice the training time).
+DICTIONARY_BYTES = 64 << 10
+TRAIN_AFTER_BYTES = 256 << 10
+SAMPLE_MAX_BYTES = 1 << 20
+SAMPLE_OBJECT_BYTES = 16 << 10
+# Training gives up on samples too few or too alike; it is tried again on this many times more.
+RETRAIN_FACTOR = 2
+MAX_TRAIN_ATTEMPTS = 3
 
 _compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False, write_checksum=False)
 _decompressor = zstandard.ZstdDecompressor()
@@ -77,14 +100,52 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def encode_frame(data: bytes) -> bytes:
-    """The full frame for canonical bytes ``data``: zstd when it saves space, raw otherwise."""
+def encode_frame(data: bytes, dictionary: Dictionary | None = None) -> bytes:
+    """The full frame for canonical bytes ``data``: zstd (with ``dictionary`` if given)
+    when it saves space, raw otherwise."""
     header = _varint(len(data))
     if len(data) >= MIN_COMPRESS:
-        body = _compressor.compress(data)
-        if len(body) < len(data):
-            return bytes((CODEC_ZSTD,)) + header + body
+        if dictionary is not None:
+            body = dictionary.compress(data)
+            if len(body) < len(data):
+                return bytes((CODEC_ZSTD_DICT,)) + header + _varint(dictionary.number) + body
+        else:
+            body = _compressor.compress(data)
+            if len(body) < len(data):
+                return bytes((CODEC_ZSTD,)) + header + body
     return bytes((CODEC_RAW,)) + header + data
+
+
+class Dictionary:
+    """A numbered zstd dictionary of one store, ready to compress and decompress with."""
+
+    def __init__(self, number: int, data: bytes) -> None:
+        self.number = number
+        self.data = data
+        self._dict = zstandard.ZstdCompressionDict(data, dict_type=zstandard.DICT_TYPE_FULLDICT)
+        self._dict.precompute_compress(level=ZSTD_LEVEL)
+        self._compressor = zstandard.ZstdCompressor(
+            level=ZSTD_LEVEL, dict_data=self._dict, write_content_size=False, write_checksum=False,
+            write_dict_id=False,
+        )
+        self._lock = threading.Lock()
+
+    def compress(self, data: bytes) -> bytes:
+        with self._lock:
+            return self._compressor.compress(data)
+
+    def decompress(self, body: bytes, size: int) -> bytes:
+        # A decompressor per call: they are cheap next to the work, and safe across threads.
+        return zstandard.ZstdDecompressor(dict_data=self._dict).decompress(body, max_output_size=size)
+
+
+def train_dictionary(samples: list[bytes]) -> bytes | None:
+    """A ``DICTIONARY_BYTES`` zstd dictionary trained on ``samples``, or None if zstd finds
+    them too few or too alike to train on."""
+    try:
+        return zstandard.train_dictionary(DICTIONARY_BYTES, samples, level=ZSTD_LEVEL).as_bytes()
+    except zstandard.ZstdError:
+        return None
 
 
 def encode_delta_frame(data: bytes, base_id: ObjectId, base: bytes, depth: int) -> bytes | None:
@@ -106,6 +167,17 @@ def frame_depth(frame: bytes) -> int:
     return 0
 
 
+def frame_dictionary(oid: ObjectId, frame: bytes) -> int | None:
+    """The dictionary number of a dictionary frame, None for any other."""
+    if not frame or frame[0] != CODEC_ZSTD_DICT:
+        return None
+    try:
+        _, pos = _read_varint(frame, 1)
+        return _read_varint(frame, pos)[0]
+    except ValueError:
+        raise CorruptObjectError(oid, "truncated dictionary frame header") from None
+
+
 def frame_base(oid: ObjectId, frame: bytes) -> ObjectId | None:
     """The base id of a delta frame, None for a full one."""
     if not frame or frame[0] != CODEC_ZSTD_DELTA:
@@ -117,9 +189,10 @@ def frame_base(oid: ObjectId, frame: bytes) -> ObjectId | None:
         raise CorruptObjectError(oid, "truncated delta frame header") from None
 
 
-def decode_frame(oid: ObjectId, frame: bytes, base: bytes | None = None) -> bytes:
+def decode_frame(oid: ObjectId, frame: bytes, base: bytes | None = None, dictionary: Dictionary | None = None) -> bytes:
     """The canonical bytes inside ``frame`` (``base``: the canonical bytes of a delta
-    frame's base); ``CorruptObjectError`` naming ``oid`` if it is damaged."""
+    frame's base; ``dictionary``: the dictionary a dictionary frame names);
+    ``CorruptObjectError`` naming ``oid`` if it is damaged."""
     if not frame:
         raise CorruptObjectError(oid, "empty frame")
     codec = frame[0]
@@ -131,6 +204,16 @@ def decode_frame(oid: ObjectId, frame: bytes, base: bytes | None = None) -> byte
         raise CorruptObjectError(oid, f"declared size {size} exceeds the limit {MAX_OBJECT}")
     if codec == CODEC_RAW:
         data = frame[pos:]
+    elif codec == CODEC_ZSTD_DICT:
+        if dictionary is None:
+            raise ValueError("a dictionary frame needs its dictionary")
+        try:
+            _, pos = _read_varint(frame, pos)
+            data = dictionary.decompress(frame[pos:], size)
+        except ValueError as exc:
+            raise CorruptObjectError(oid, f"bad frame header: {exc}") from None
+        except zstandard.ZstdError as exc:
+            raise CorruptObjectError(oid, f"zstd: {exc}") from None
     elif codec == CODEC_ZSTD or codec == CODEC_ZSTD_DELTA:
         decompressor = _decompressor
         if codec == CODEC_ZSTD_DELTA:
@@ -150,10 +233,6 @@ def decode_frame(oid: ObjectId, frame: bytes, base: bytes | None = None) -> byte
             data = decompressor.decompress(body, max_output_size=size)
         except zstandard.ZstdError as exc:
             raise CorruptObjectError(oid, f"zstd: {exc}") from None
-    elif codec in KNOWN_CODECS:
-        raise FormatVersionError(
-            f"object {oid} uses codec {KNOWN_CODECS[codec]!r}, which this snapvc version cannot read; upgrade snapvc"
-        )
     else:
         raise CorruptObjectError(oid, f"unknown codec byte {codec}")
     if len(data) != size:
@@ -185,6 +264,12 @@ class _Wrapper:
     def sizes(self) -> StoreSizes:
         return self.inner.sizes()
 
+    def dictionaries(self) -> dict[int, bytes]:
+        return self.inner.dictionaries()
+
+    def put_dictionary(self, data: bytes) -> int:
+        return self.inner.put_dictionary(data)
+
     def close(self) -> None:
         self.inner.close()
 
@@ -196,7 +281,9 @@ class _Wrapper:
             raise ObjectNotFoundError(oid) from None
 
 
-MAX_DELTA_DEPTH = 8
+# Longer chains store less (measured on the agent run: 8 -> 16 saves 5% of the file) but a
+# read of a deep object decodes more frames (a fresh checkout of it took 31 -> 53 ms).
+MAX_DELTA_DEPTH = 16
 
 
 class CompressedStore(_Wrapper):
@@ -205,6 +292,8 @@ class CompressedStore(_Wrapper):
     ``put_many(items, bases)`` may store an object as a delta against the base named for
     it in ``bases`` (new id -> base id), when the base is at hand and the delta is smaller.
     A bounded cache of recent canonical bytes serves as bases and speeds up delta chains.
+    Full frames use the store's trained dictionary once there is one (see the module
+    docstring), if the backend keeps dictionaries (``dictionaries``/``put_dictionary``).
     """
 
     def __init__(self, inner: ObjectStore, cache_bytes: int = 16 << 20) -> None:
@@ -212,6 +301,89 @@ class CompressedStore(_Wrapper):
         self._recent: dict[bytes, tuple[bytes, int]] = {}  # id -> (canonical bytes, depth)
         self._recent_size = 0
         self._cache_bytes = cache_bytes
+        self._dictionaries: dict[int, Dictionary] = {}
+        self._stored_dictionaries: dict[int, bytes] = {}
+        self._loaded_dictionaries = False
+        self._writing: Dictionary | None = None  # the dictionary new full frames use
+        # The dictionary this store trained: a rolled-back write (``forget``) may have taken
+        # it along, so it is dropped then and trained again later (a committed one stays
+        # readable from the backend either way).
+        self._unconfirmed: Dictionary | None = None
+        self._keeps_dictionaries = hasattr(inner, "put_dictionary")
+        self._samples: list[bytes] = []
+        self._sampled = 0
+        self._train_at = TRAIN_AFTER_BYTES
+        self._train_attempts = 0
+
+    # -- dictionaries ---------------------------------------------------------------------
+
+    def _load_dictionaries(self) -> None:
+        """Read the backend's dictionaries (kept compressed; decoded on first use) and
+        pick the newest one for writing."""
+        if self._loaded_dictionaries or not self._keeps_dictionaries:
+            return
+        self._stored_dictionaries = self.inner.dictionaries()  # type: ignore[attr-defined]
+        self._loaded_dictionaries = True
+        if self._writing is None and self._stored_dictionaries:
+            try:
+                self._writing = self._build_dictionary(max(self._stored_dictionaries))
+            except ValueError:
+                pass  # a damaged dictionary is not written with; reads that need it report it
+
+    def _build_dictionary(self, number: int) -> Dictionary:
+        found = self._dictionaries.get(number)
+        if found is None:
+            try:
+                data = _decompressor.decompress(self._stored_dictionaries[number], max_output_size=4 * DICTIONARY_BYTES)
+                found = Dictionary(number, data)
+            except zstandard.ZstdError as exc:
+                raise ValueError(f"its compression dictionary {number} is damaged: {exc}") from None
+            self._dictionaries[number] = found
+        return found
+
+    def _dictionary(self, oid: ObjectId, number: int) -> Dictionary:
+        """Dictionary ``number``, which the frame of ``oid`` names."""
+        if number not in self._dictionaries and number not in self._stored_dictionaries:
+            self._loaded_dictionaries = False  # another process may have added it since
+            self._load_dictionaries()
+            if number not in self._stored_dictionaries:
+                raise CorruptObjectError(oid, f"its compression dictionary {number} is missing")
+        try:
+            return self._build_dictionary(number)
+        except ValueError as exc:
+            raise CorruptObjectError(oid, str(exc)) from None
+
+    def _sample(self, full: list[bytes]) -> None:
+        """Collect samples of objects about to be stored as full frames; once there are
+        enough, train the dictionary they (and every later full frame) are compressed with."""
+        if self._writing is not None or not self._keeps_dictionaries or self._train_attempts >= MAX_TRAIN_ATTEMPTS:
+            return
+        for data in full:
+            if self._sampled >= SAMPLE_MAX_BYTES:
+                break
+            sample = data[:SAMPLE_OBJECT_BYTES]
+            self._samples.append(sample)
+            self._sampled += len(sample)
+        if self._sampled < self._train_at:
+            return
+        self._loaded_dictionaries = False
+        self._load_dictionaries()  # another process may have trained one meanwhile
+        if self._writing is not None:
+            self._samples, self._sampled = [], 0
+            return
+        self._train_attempts += 1
+        trained = train_dictionary(self._samples)
+        if trained is None:
+            self._train_at *= RETRAIN_FACTOR
+            return
+        # Kept zstd-compressed: a trained dictionary is mostly text, and shrinks ~2x.
+        stored = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True).compress(trained)
+        number = self.inner.put_dictionary(stored)  # type: ignore[attr-defined]
+        self._stored_dictionaries[number] = stored
+        self._writing = self._dictionaries[number] = self._unconfirmed = Dictionary(number, trained)
+        self._samples, self._sampled = [], 0
+
+    # -- objects --------------------------------------------------------------------------
 
     def _remember(self, oid: bytes, data: bytes, depth: int) -> None:
         if oid in self._recent or len(data) > self._cache_bytes // 16:
@@ -223,7 +395,11 @@ class CompressedStore(_Wrapper):
             self._recent_size -= len(old)
 
     def put_many(self, items: Iterable[tuple[ObjectId, bytes]], bases: dict[ObjectId, ObjectId] | None = None) -> None:
-        frames = []
+        """Frame and store ``items``. A caller whose write is rolled back afterwards (an
+        enclosing transaction failed) must call ``forget`` with the same ids."""
+        items = list(items)
+        frames: list[tuple[ObjectId, bytes] | None] = []
+        full: list[tuple[int, ObjectId, bytes]] = []  # (index in frames, id, bytes) still to frame
         for oid, data in items:
             frame = None
             depth = 0
@@ -236,17 +412,33 @@ class CompressedStore(_Wrapper):
                     if frame is None:
                         depth = 0
             if frame is None:
-                frame = encode_frame(data)
-            frames.append((oid, frame))
+                full.append((len(frames), oid, data))
+                frames.append(None)
+            else:
+                frames.append((oid, frame))
             self._remember(oid, data, depth)
-        self.inner.put_many(frames)
+        if full:
+            if self._writing is None:
+                self._load_dictionaries()
+                self._sample([data for _, _, data in full if len(data) >= MIN_COMPRESS])
+            dictionary = self._writing
+            for i, oid, data in full:
+                frames[i] = (oid, encode_frame(data, dictionary))
+        self.inner.put_many(frames)  # type: ignore[arg-type]
 
     def forget(self, ids: Iterable[bytes]) -> None:
-        """Drop ``ids`` from the cache of recent objects (their write was rolled back)."""
+        """Drop ``ids`` from the cache of recent objects (their write was rolled back), and
+        a dictionary trained in that write (it was rolled back with it)."""
         for oid in ids:
             known = self._recent.pop(oid, None)
             if known is not None:
                 self._recent_size -= len(known[0])
+        if self._unconfirmed is not None:
+            self._dictionaries.pop(self._unconfirmed.number, None)
+            self._stored_dictionaries.pop(self._unconfirmed.number, None)
+            self._writing = None
+            self._unconfirmed = None
+            self._train_attempts = 0
 
     def delete_many(self, ids: Iterable[ObjectId]) -> int:
         ids = list(ids)
@@ -270,11 +462,14 @@ class CompressedStore(_Wrapper):
         for oid, frame in frames.items():
             base_id = bases.get(oid)
             base = None
+            dictionary = None
             if base_id is not None:
                 base = base_bytes.get(base_id)
                 if base is None:
                     raise CorruptObjectError(oid, f"its delta base {base_id} is missing")
-            data = decode_frame(oid, frame, base)
+            elif frame and frame[0] == CODEC_ZSTD_DICT:
+                dictionary = self._dictionary(oid, frame_dictionary(oid, frame))  # type: ignore[arg-type]
+            data = decode_frame(oid, frame, base, dictionary)
             self._remember(oid, data, frame_depth(frame))
             out[oid] = data
         return out

@@ -19,6 +19,7 @@ class MemoryObjectStore:
         self._mtime: dict[ObjectId, float] = {}
         self._clock = clock
         self._lock = threading.Lock()
+        self._dictionaries: dict[int, bytes] = {}
 
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
         data = self._data
@@ -66,6 +67,15 @@ class MemoryObjectStore:
 
     def sizes(self) -> StoreSizes:
         return StoreSizes(objects=len(self._data), stored_bytes=sum(map(len, self._data.values())))
+
+    def dictionaries(self) -> dict[int, bytes]:
+        return dict(self._dictionaries)
+
+    def put_dictionary(self, data: bytes) -> int:
+        with self._lock:
+            number = len(self._dictionaries) + 1
+            self._dictionaries[number] = bytes(data)
+            return number
 
     def close(self) -> None:
         pass

@@ -44,7 +44,10 @@ __all__ = ["SqliteFile", "SqliteObjectStore", "DURABILITY_MODES", "FORMAT_VERSIO
 
 # 'snvc' — marks the SQLite file as a snapvc repository.
 APPLICATION_ID = 0x736E7663
-FORMAT_VERSION = 1
+# Format 1: the first; format 2 adds compression dictionaries (codec 2 frames). A file
+# stays at 1 until a dictionary is written into it.
+FORMAT_VERSION = 2
+DICTIONARY_FORMAT = 2
 DURABILITY_MODES = {"sync": "FULL", "normal": "NORMAL", "batch": "OFF"}
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 # Stored frames run from a few bytes to ~8 KB: 8 KiB pages leave less unused space at the
@@ -110,8 +113,8 @@ class SqliteFile:
                 c.execute(f"PRAGMA application_id={APPLICATION_ID}")
                 c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
                 c.execute(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('format', ?), ('created', ?)",
-                    (str(FORMAT_VERSION), str(time.time())),
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('format', '1'), ('created', ?)",
+                    (str(time.time()),),
                 )
         version = int(self.get_meta("format") or FORMAT_VERSION)
         if version > FORMAT_VERSION:
@@ -171,6 +174,8 @@ class SqliteObjectStore:
             c.execute(
                 "CREATE TABLE IF NOT EXISTS objects (id BLOB PRIMARY KEY, data BLOB NOT NULL, mtime INTEGER NOT NULL)"
             )
+            # Compression dictionaries (snapvc.store.codec): few, never changed.
+            c.execute("CREATE TABLE IF NOT EXISTS dictionaries (number INTEGER PRIMARY KEY, data BLOB NOT NULL)")
 
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
         out: dict[ObjectId, bytes] = {}
@@ -248,6 +253,17 @@ class SqliteObjectStore:
                 marks = ",".join("?" * len(batch))
                 removed += c.execute(f"DELETE FROM objects WHERE id IN ({marks})", batch).rowcount
         return removed
+
+    def dictionaries(self) -> dict[int, bytes]:
+        with self.file.lock:
+            return dict(self.file.conn.execute("SELECT number, data FROM dictionaries").fetchall())
+
+    def put_dictionary(self, data: bytes) -> int:
+        with self.file.transaction() as c:
+            # Files that hold dictionary frames need a snapvc that reads them.
+            c.execute("UPDATE meta SET value = ? WHERE key = 'format' AND CAST(value AS INTEGER) < ?",
+                      (str(DICTIONARY_FORMAT), DICTIONARY_FORMAT))
+            return c.execute("INSERT INTO dictionaries (data) VALUES (?)", (data,)).lastrowid  # type: ignore[return-value]
 
     def sizes(self) -> StoreSizes:
         with self.file.lock:
