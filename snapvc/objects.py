@@ -92,9 +92,19 @@ class Commit:
     author: str
     timestamp_us: int
     message: str
-    metadata: Mapping[str, Any] = field(hash=False, compare=False)  # read-only
     generation: int
     metadata_json: bytes = field(repr=False)
+    # ``metadata`` parsed on first use: a log walk builds many commits and reads few.
+    _metadata: Mapping[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        """The metadata, as a read-only mapping."""
+        parsed = self._metadata
+        if parsed is None:
+            parsed = frozen_metadata(self.metadata_json)
+            object.__setattr__(self, "_metadata", parsed)
+        return parsed
 
     @property
     def time(self) -> datetime:
@@ -143,7 +153,7 @@ class Commit:
             use_bin_type=True,
         )
         oid, data = object_bytes(COMMIT, payload)
-        commit = cls(oid, tree, tuple(parents), author, timestamp_us, message, frozen_metadata(meta_json), generation, meta_json)
+        commit = cls(oid, tree, tuple(parents), author, timestamp_us, message, generation, meta_json)
         return commit, data
 
     @classmethod
@@ -158,7 +168,6 @@ class Commit:
                 author,
                 ts,
                 message,
-                frozen_metadata(meta_json),
                 generation,
                 meta_json,
             )

@@ -28,6 +28,7 @@ from snapvc import (
     UnknownRevisionError,
 )
 from snapvc.encoding.writer import Encoder
+from snapvc.store.sqlite import WAL_MAX_BYTES
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, COMMIT
 from tests.fakes import TickingClock
@@ -162,6 +163,26 @@ def test_durability_modes(tmp_path: Path, mode: str) -> None:
     with snapvc.open(path, create=False, durability=mode) as repo:
         assert [c.message for c in repo.log("main")] == [f"{mode} 2", f"{mode} 1", f"{mode} 0"]
         assert repo.checkout("main") == chat(3)
+
+
+def test_the_write_ahead_log_stays_bounded_and_is_folded_in_at_close(tmp_path: Path) -> None:
+    path = tmp_path / "wal.snapvc"
+    wal = tmp_path / "wal.snapvc-wal"
+    rnd = random.Random(7)
+    state: dict[str, Any] = {"log": []}
+    largest = 0
+    with snapvc.open(path) as repo:
+        for step in range(200):  # ~30 KB of new frames per commit, 6 MB in all
+            state["log"].append(rnd.randbytes(60_000).hex()[:60_000])
+            repo.commit(state, message=f"step {step}")
+            largest = max(largest, wal.stat().st_size if wal.exists() else 0)
+        # Folded in as it goes (by the background checkpoints, or by a commit once it
+        # passes WAL_MAX_BYTES), not only at the end.
+        assert largest < 2 * WAL_MAX_BYTES
+        assert repo.checkout("main") == state
+    assert not wal.exists()
+    with snapvc.open(path, create=False) as repo:
+        assert repo.checkout("main") == state
 
 
 @pytest.mark.parametrize("mode", ["fast", "", "SYNC", "off"])

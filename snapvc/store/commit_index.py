@@ -10,11 +10,13 @@ from __future__ import annotations
 import threading
 from typing import Any, Protocol
 
-from snapvc.ids import ObjectId
-from snapvc.objects import Commit, frozen_metadata
+from snapvc.ids import ID_SIZE, ObjectId
+from snapvc.objects import Commit
 from snapvc.store.sqlite import SqliteFile
 
 __all__ = ["CommitIndex", "MemoryCommitIndex", "SqliteCommitIndex"]
+
+_trusted_id = bytes.__new__
 
 
 class CommitIndex(Protocol):
@@ -81,10 +83,15 @@ class SqliteCommitIndex:
     @staticmethod
     def _commit(row: tuple[Any, ...]) -> Commit:
         oid, tree, parents, author, ts, message, meta, gen = row
-        meta_json = meta.encode()
-        return Commit(ObjectId(oid), ObjectId(tree),
-                      tuple([ObjectId(parents[i : i + 32]) for i in range(0, len(parents), 32)]),
-                      author, ts, message, frozen_metadata(meta_json), gen, meta_json)
+        # Ids of rows this index wrote are 32 bytes: skip ObjectId's length check (a log
+        # walk builds hundreds of commits).
+        n = len(parents)
+        if n == ID_SIZE:
+            parent_ids: tuple[ObjectId, ...] = (_trusted_id(ObjectId, parents),)
+        else:
+            parent_ids = tuple([_trusted_id(ObjectId, parents[i : i + ID_SIZE]) for i in range(0, n, ID_SIZE)])
+        return Commit(_trusted_id(ObjectId, oid), _trusted_id(ObjectId, tree), parent_ids, author, ts, message, gen,
+                      meta.encode())
 
     def get(self, oid: ObjectId) -> Commit | None:
         with self.file.lock:

@@ -54,6 +54,9 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 # end of each page than the default 4 KiB (measured: 3% smaller files on agent runs).
 PAGE_SIZE = 8192
 WAL_BYTES = 256 << 10
+# The write-ahead log may outgrow WAL_BYTES while a background checkpoint runs; past this,
+# the next commit folds it in itself.
+WAL_MAX_BYTES = 4 * WAL_BYTES
 # SQLite's default limit on bound variables per statement is 32766; stay well below.
 _BATCH = 500
 
@@ -77,6 +80,7 @@ class SqliteFile:
         self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
         self.lock = threading.RLock()
         self._depth = 0
+        self._checkpointer: _Checkpointer | None = None
         try:
             self._setup(exists)
         except sqlite3.DatabaseError as exc:
@@ -104,10 +108,12 @@ class SqliteFile:
         c.execute("PRAGMA journal_mode=WAL")
         c.execute(f"PRAGMA synchronous={DURABILITY_MODES[self.durability]}")
         c.execute("PRAGMA busy_timeout=30000")
-        # Fold the write-ahead log into the file every WAL_BYTES and truncate it back to that
-        # size, so the store on disk is never much larger than what it holds.
-        c.execute(f"PRAGMA wal_autocheckpoint={WAL_BYTES // PAGE_SIZE}")
-        c.execute(f"PRAGMA journal_size_limit={WAL_BYTES}")
+        # The write-ahead log is folded into the file by a background thread once it holds
+        # WAL_BYTES (see ``_Checkpointer``), not by the commit that crosses the mark, and is
+        # truncated back to that size, so the store on disk is never much larger than what
+        # it holds and no commit waits for a checkpoint's fsync.
+        c.execute("PRAGMA wal_autocheckpoint=0")
+        c.execute("PRAGMA journal_size_limit=0")
         if app_id != APPLICATION_ID:
             with self.transaction():
                 c.execute(f"PRAGMA application_id={APPLICATION_ID}")
@@ -147,10 +153,78 @@ class SqliteFile:
                 raise
             self._depth = 0
             self.conn.execute("COMMIT")
+        self._maybe_checkpoint()
+
+    def _maybe_checkpoint(self) -> None:
+        try:
+            size = os.stat(self._wal_path).st_size
+        except FileNotFoundError:
+            return
+        if size >= WAL_MAX_BYTES:
+            # Writes outran the background checkpoints: fold the log in here, once.
+            with self.lock:
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        elif size >= WAL_BYTES:
+            if self._checkpointer is None:
+                self._checkpointer = _Checkpointer(self.path)
+            self._checkpointer.request()
+
+    @property
+    def _wal_path(self) -> str:
+        return str(self.path) + "-wal"
 
     def close(self) -> None:
         with self.lock:
+            if self._checkpointer is not None:
+                self._checkpointer.stop()
+                self._checkpointer = None
             self.conn.close()
+
+
+_CHECKPOINT_PASSES = 4
+
+
+class _Checkpointer:
+    """A thread with its own connection that folds the write-ahead log into the file when
+    asked (``PRAGMA wal_checkpoint(PASSIVE)``: it never takes the write lock, so commits
+    go on meanwhile; the next commit after a complete one starts the log from its
+    beginning). SQLite releases the GIL while it works, so the checkpoint's page copies
+    and its fsync run beside the caller's work instead of inside one unlucky commit."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._wanted = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name=f"snapvc-checkpoint-{path.name}", daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        self._wanted.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wanted.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        conn = sqlite3.connect(str(self._path), isolation_level=None, check_same_thread=False, timeout=30.0)
+        try:
+            while True:
+                self._wanted.wait()
+                self._wanted.clear()
+                if self._stopping:
+                    return
+                # Each pass copies what the log held when it began; commits meanwhile add
+                # more. The log restarts from its beginning only once all of it is copied.
+                for _ in range(_CHECKPOINT_PASSES):
+                    try:
+                        busy, logged, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    except sqlite3.Error:
+                        break  # busy or closing: the next request tries again; close checkpoints anyway
+                    if busy or copied >= logged or self._stopping:
+                        break
+        finally:
+            conn.close()
 
 
 def _chunks(ids: Iterable[ObjectId]) -> Iterator[list[ObjectId]]:
