@@ -524,6 +524,16 @@ def test_a_dictionary_trained_in_a_rolled_back_write_is_not_used_afterwards(tmp_
     file.close()
 
 
+def test_deleting_objects_keeps_the_dictionary_in_use(stack: Stores) -> None:
+    first = prose_blobs(120, seed=1)
+    stack.store.put_many(first)
+    stack.store.delete_many([oid for oid, _ in first[:10]])
+    later = prose_blobs(5, seed=6)
+    stack.store.put_many(later)
+    assert len(stack.raw.dictionaries()) == 1
+    assert {frame_of(stack, oid)[0] for oid, _ in later} == {2}
+
+
 def test_objects_stored_before_a_dictionary_stay_readable_after(stack: Stores) -> None:
     early = prose_blobs(3, seed=5)
     stack.store.put_many(early)

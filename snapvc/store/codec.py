@@ -377,6 +377,9 @@ class CompressedStore(_Wrapper):
         trained = train_dictionary(self._samples)
         if trained is None:
             self._train_at *= RETRAIN_FACTOR
+            if self._train_at > SAMPLE_MAX_BYTES or self._train_attempts >= MAX_TRAIN_ATTEMPTS:
+                self._train_attempts = MAX_TRAIN_ATTEMPTS  # give up: plain zstd frames it is
+                self._samples, self._sampled = [], 0
             return
         # Kept zstd-compressed: a trained dictionary is mostly text, and shrinks ~2x.
         stored = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True).compress(trained)
@@ -428,13 +431,16 @@ class CompressedStore(_Wrapper):
                 frames[i] = (oid, encode_frame(data, dictionary))
         self.inner.put_many(frames)  # type: ignore[arg-type]
 
-    def forget(self, ids: Iterable[bytes]) -> None:
-        """Drop ``ids`` from the cache of recent objects (their write was rolled back), and
-        a dictionary trained in that write (it was rolled back with it)."""
+    def _evict(self, ids: Iterable[bytes]) -> None:
         for oid in ids:
             known = self._recent.pop(oid, None)
             if known is not None:
                 self._recent_size -= len(known[0])
+
+    def forget(self, ids: Iterable[bytes]) -> None:
+        """Drop ``ids`` from the cache of recent objects (their write was rolled back), and
+        a dictionary trained in that write (it was rolled back with it)."""
+        self._evict(ids)
         if self._unconfirmed is not None:
             self._dictionaries.pop(self._unconfirmed.number, None)
             self._stored_dictionaries.pop(self._unconfirmed.number, None)
@@ -444,7 +450,7 @@ class CompressedStore(_Wrapper):
 
     def delete_many(self, ids: Iterable[ObjectId]) -> int:
         ids = list(ids)
-        self.forget(ids)
+        self._evict(ids)
         return self.inner.delete_many(ids)
 
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
