@@ -5,6 +5,10 @@
     repo.commit({"messages": [...]}, branch="main", message="step 1", metadata={"step": 1})
     state = repo.checkout("main")
 
+    work = repo.state("main")           # a working copy: dotted paths, cheap snapshots
+    work.set("research.findings", ["a"])
+    checkpoint = work.snapshot(message="step 2")
+
 See ``docs/`` and ``DESIGN.md`` for the model: objects, refs, commits.
 """
 
@@ -22,6 +26,7 @@ from snapvc.errors import (
     NotARepositoryError,
     ObjectError,
     ObjectNotFoundError,
+    PathError,
     RefConflictError,
     RefError,
     RefExistsError,
@@ -38,6 +43,7 @@ from snapvc.ids import ObjectId
 from snapvc.objects import Commit
 from snapvc.refs.base import ReflogEntry
 from snapvc.repository import Repository, RepoStats, open
+from snapvc.state import Checkpoint, State
 
 __version__ = "0.1.0"
 
@@ -49,12 +55,15 @@ __all__ = [
     "ObjectId",
     "RepoStats",
     "ReflogEntry",
+    "State",
+    "Checkpoint",
     "MapView",
     "SeqView",
     "register_type",
     "SnapvcError",
     "UnsupportedValueError",
     "UnknownTypeError",
+    "PathError",
     "RepositoryError",
     "RepositoryNotFoundError",
     "NotARepositoryError",

@@ -3,6 +3,7 @@
     SnapvcError
     ├── UnsupportedValueError        a value snapvc cannot store (names the path in the state)
     ├── UnknownTypeError             a stored typed value whose adapter is not registered
+    ├── PathError                    a dotted path into a State that does not lead where asked
     ├── RepositoryError
     │   ├── RepositoryNotFoundError  no repository at that path (and creation not asked for)
     │   ├── NotARepositoryError      the file exists but is not a snapvc repository
@@ -31,6 +32,7 @@ __all__ = [
     "SnapvcError",
     "UnsupportedValueError",
     "UnknownTypeError",
+    "PathError",
     "RepositoryError",
     "RepositoryNotFoundError",
     "NotARepositoryError",
@@ -75,6 +77,21 @@ class UnknownTypeError(SnapvcError, TypeError):
             f"stored value of type {type_name!r} cannot be rebuilt: import its module or "
             f"register it with snapvc.register_type(...) before reading"
         )
+
+
+class PathError(SnapvcError, KeyError):
+    """A path into a ``State`` (``"research.findings.0"``) that does not lead where asked:
+    a missing key, an index out of range, a step into a value that is not a dict or
+    list, or a malformed path. ``path`` is the path as given, ``reason`` what was wrong.
+    A ``KeyError``, so ``state["missing"]`` behaves as a mapping's lookup does."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"state path {path!r}: {reason}")
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
 
 
 class RepositoryError(SnapvcError):

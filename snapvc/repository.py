@@ -15,7 +15,7 @@ import heapq
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ from snapvc.refs.names import (
     tag_ref,
 )
 from snapvc.refs.revs import resolve_rev
+from snapvc.state import State
 from snapvc.store.codec import open_object_store
 
 __all__ = ["Repository", "RepoStats", "open", "DEFAULT_BRANCH"]
@@ -206,6 +207,14 @@ class Repository:
 
     # -- writing ------------------------------------------------------------------------
 
+    def state(self, branch: str | None = None) -> State:
+        """A working copy of ``branch`` (default: HEAD's branch): its latest state, loaded
+        now, to change with dotted paths and commit with ``snapshot()`` at a cost that
+        follows what changed (see ``snapvc.State``). A branch with no commit yet starts
+        empty; the first snapshot creates it."""
+        self._require_open()
+        return State(self, short_name(self._branch_ref(branch)))
+
     def commit(
         self,
         state: Mapping[str, Any],
@@ -215,6 +224,7 @@ class Repository:
         *,
         author: str | None = None,
         parents: tuple[str | ObjectId, ...] | None = None,
+        _dirty_paths: Iterable[tuple[Any, ...]] | None = None,
     ) -> Commit:
         """Store ``state`` as a new commit on ``branch`` (default: HEAD's branch).
 
@@ -225,6 +235,9 @@ class Repository:
         expects it, e.g. because another writer moved it meanwhile: re-read and retry.
         Unchanged parts of a state that holds the same Python objects as the last commit
         on the branch are not encoded again.
+
+        ``_dirty_paths`` is ``State``'s promise that nothing outside those paths changed
+        since its last commit (see ``Encoder.encode_root``); it is trusted, not checked.
         """
         self._require_open()
         if isinstance(state, MapView):
@@ -242,7 +255,7 @@ class Repository:
                 expected = parents[0] if parents else None
                 if expected != tip:  # the caller built on a tip that has moved since
                     raise RefConflictError(ref, expected, tip)
-                tree = encoder.encode_root(state)
+                tree = encoder.encode_root(state, _dirty_paths)
                 generation = 1 + max((self.get_commit(p).generation for p in parents), default=0)
                 commit, commit_bytes = Commit.create(
                     tree=tree,

@@ -12,8 +12,8 @@ import snapvc.errors
 
 PUBLIC = {
     "open", "Repository", "Commit", "Change", "ObjectId", "RepoStats", "ReflogEntry", "MapView", "SeqView",
-    "register_type", "__version__",
-    "SnapvcError", "UnsupportedValueError", "UnknownTypeError", "RepositoryError", "RepositoryNotFoundError",
+    "State", "Checkpoint", "register_type", "__version__",
+    "SnapvcError", "UnsupportedValueError", "UnknownTypeError", "PathError", "RepositoryError", "RepositoryNotFoundError",
     "NotARepositoryError", "FormatVersionError", "ObjectError", "ObjectNotFoundError", "CorruptObjectError",
     "RevisionError", "UnknownRevisionError", "AmbiguousRevisionError", "InvalidRevisionError", "RefError",
     "InvalidRefNameError", "RefNotFoundError", "RefExistsError", "RefConflictError",
@@ -21,7 +21,12 @@ PUBLIC = {
 
 REPOSITORY_METHODS = {
     "commit", "checkout", "snapshot", "branch", "branches", "tag", "tags", "delete_branch", "delete_tag", "reset",
-    "switch", "reflog", "log", "diff", "resolve", "get_commit", "stats", "close",
+    "switch", "reflog", "log", "diff", "resolve", "get_commit", "stats", "close", "state",
+}
+
+STATE_METHODS = {
+    "get", "set", "delete", "update", "snapshot", "restore", "reset", "fork", "rollback_on_error", "checkpoint",
+    "checkpoints", "base", "branch", "repo",
 }
 
 
@@ -34,6 +39,13 @@ def test_all_is_the_public_face() -> None:
 def test_repository_methods() -> None:
     public = {name for name, _ in inspect.getmembers(snapvc.Repository) if not name.startswith("_")}
     assert REPOSITORY_METHODS <= public
+
+
+def test_state_methods() -> None:
+    public = {name for name, _ in inspect.getmembers(snapvc.State) if not name.startswith("_")}
+    assert STATE_METHODS - {"branch", "repo"} <= public
+    state = snapvc.open("memory://").state()
+    assert {"branch", "repo"} <= set(dir(state))
 
 
 def test_every_error_is_in_one_tree() -> None:

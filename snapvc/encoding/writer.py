@@ -18,7 +18,8 @@ encoded to. When the next state holds the same container with the same contents,
 encoding is reused without re-serializing or re-hashing anything below it; a changed
 list or map re-encodes only its changed entries and rebuilds only the tree nodes they
 touch. Containers mutated in place are detected by the snapshot check, so reuse is
-always safe.
+always safe. A caller that tracks every change (``snapvc.State``) may instead name the
+dirty paths; everything off them is then trusted unchanged (``Encoder.encode_root``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 import datetime as _dt
 import uuid
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from gc import get_referents
 from itertools import chain, count
@@ -203,6 +204,16 @@ class EncodeCache:
     def put(self, obj: Any, entry: Any) -> None:
         self.new[id(obj)] = entry
 
+    def keep(self, objs: list[Any]) -> None:
+        """Keep the entries of ``objs`` (reused through their parent's entries, unchanged)
+        for the next commit, as ``get`` would, in a few C-speed passes. An entry holds its
+        object, so an entry found under a live object's id is that object's."""
+        ids = list(map(id, objs))
+        found = {key: e for key, e in zip(ids, map(self.old.get, ids)) if e is not None}
+        for key in found.keys() & self.new.keys():
+            del found[key]
+        self.new.update(found)
+
     def at_path(self, path: tuple[Any, ...]) -> tuple[list[Level] | None, bytes | None]:
         """(tree, reference) of the node stored at ``path`` in the last commit, if any."""
         return self.old_paths.get(path, (None, None))
@@ -287,20 +298,47 @@ class Encoder:
         self._path: list[Any] = []
         self._active: set[int] = set()
         self._gen = next(_runs)
+        self._dirty: dict[Any, Any] | None = None  # the trie of ``dirty_paths``, or None: check everything
 
     # -- public -------------------------------------------------------------------------
 
-    def encode_root(self, state: Any) -> ObjectId:
-        """Encode a whole state (a dict with str keys); returns its root object id."""
+    def encode_root(self, state: Any, dirty_paths: Iterable[tuple[Any, ...]] | None = None) -> ObjectId:
+        """Encode a whole state (a dict with str keys); returns its root object id.
+
+        ``dirty_paths`` (paths as tuples of dict keys and list indices) is a promise,
+        trusted without checking: every container at a path that is neither one of
+        them nor above or below one is the same object, holding the same contents, as
+        when this cache last encoded it. Such a container returns its cached encoding
+        at once; only the containers on the dirty paths are checked. A wrong promise
+        stores a wrong state: only a caller that tracks every change (``snapvc.State``)
+        may make one. ``None`` (the default) checks everything.
+        """
         if type(state) is not dict:
             raise UnsupportedValueError("state", f"the state must be a dict with str keys, got {type(state).__name__}")
-        enc = self._encode_dict(state, force_node=True)
+        self._dirty = None if dirty_paths is None else _path_trie(dirty_paths)
+        try:
+            enc = self._encode_dict(state, force_node=True)
+        finally:
+            self._dirty = None
         return ObjectId(enc[3:])
 
     # -- helpers ------------------------------------------------------------------------
 
     def _where(self) -> str:
         return "state" + "".join(f"[{p!r}]" for p in self._path)
+
+    def _hint(self) -> Any:
+        """Where the current path stands in the dirty-path trie: ``_DIRTY`` (a dirty path
+        or below one: check as usual), a dict (above one: its keys lead to dirty paths)
+        or ``_CLEAN`` (trusted unchanged)."""
+        node = self._dirty
+        for key in self._path:
+            if node is _DIRTY:
+                return _DIRTY
+            node = node.get(key)  # type: ignore[union-attr]
+            if node is None:
+                return _CLEAN
+        return node
 
     def _fail(self, reason: str) -> UnsupportedValueError:
         return UnsupportedValueError(self._where(), reason)
@@ -399,14 +437,38 @@ class Encoder:
 
     # -- dicts --------------------------------------------------------------------------
 
-    def _below_same(self, e: _Entry) -> bool:
+    def _below_same(self, e: _Entry, hint: Any = None, current: Any = None) -> bool:
         """True if nothing below ``e``'s container changed since it was encoded (its own
-        shallow contents are the caller's to check)."""
+        shallow contents are the caller's to check). ``hint``, a dict of the dirty paths
+        below (see ``encode_root``), limits the check to the children they lead to that
+        ``current`` (the container now) still holds: the others are trusted."""
         if e.gen == self._gen:
+            return True
+        path = self._path
+        if type(hint) is dict:
+            kids = e.kids
+            for key in hint:
+                try:
+                    i = bisect_left(kids, key, key=_first_key)
+                except TypeError:  # a key of another type than the container's
+                    return False
+                if i == len(kids) or kids[i][0] != key:
+                    continue  # not a container last time: the caller's shallow check sees a change
+                _, child, enc = kids[i]
+                try:
+                    still_there = current[key] is child
+                except (KeyError, IndexError, TypeError):
+                    still_there = False
+                if not still_there:
+                    continue  # replaced or gone: the caller's shallow check sees it
+                path.append(key)
+                ok = self._encode(child) == enc
+                path.pop()
+                if not ok:
+                    return False
             return True
         if e.deep is not None:
             return e.deep.same()
-        path = self._path
         for key, child, enc in e.kids:
             path.append(key)
             ok = self._encode(child) == enc
@@ -459,8 +521,12 @@ class Encoder:
         owner = d if owner is None else owner
         e = self.cache.get(owner)
         below_same = False
+        hint: Any = None if self._dirty is None else self._hint()
         if e is not None:
-            below_same = self._below_same(e)
+            if hint is _CLEAN and (not force_node or e.enc.startswith(REF_PREFIX)):
+                e.gen = self._gen
+                return e.enc
+            below_same = self._below_same(e, hint, d)
             if (
                 below_same
                 and len(e.vals) == len(d)
@@ -486,16 +552,23 @@ class Encoder:
             # Values identical to the ones encoded last time keep their encodings: an
             # immutable one as it is, a container if nothing below it changed either.
             previous: dict[str, Any] = {}
+            # Above dirty paths, a child off them is trusted unchanged (see ``encode_root``).
+            above_dirty = type(hint) is dict
             if e is not None:
                 previous = dict(zip(e.sorted_keys, zip(e.sorted_vals, e.entries)))
                 below_same = below_same and e.deep is not None
+                if above_dirty:  # keep the children's entries: a later dirty path may lead through them
+                    self.cache.keep([kid[1] for kid in e.kids])
             for k in keys:
                 if type(k) is not str:
                     raise self._fail(f"dict key {k!r} is a {type(k).__name__}; keys must be str")
                 v = d[k]
                 t = type(v)
                 before = previous.get(k)
-                if before is not None and before[0] is v and (t in _IMMUTABLE or (below_same and t in _MUTABLE_CONTAINERS)):
+                if before is not None and before[0] is v and (
+                    t in _IMMUTABLE
+                    or ((below_same or (above_dirty and k not in hint)) and t in _MUTABLE_CONTAINERS)
+                ):
                     entries.append(before[1])
                     if t in _MUTABLE_CONTAINERS:
                         kids.append((k, v, before[1][1]))
@@ -522,8 +595,10 @@ class Encoder:
                 enc = body if tag == TAG_DICT else pack(msgpack.ExtType(EXT_TYPED, array_header(2) + pack(tag) + body))
         if not enc:
             enc, tree = self._build_node(MAP, tag, entries, _map_leaf_hs, _first_key, e)
+        # Above dirty paths, the flat snapshot of all below is not rebuilt: the next
+        # commit through dirty paths does not need it, and one without checks kid by kid.
         entry = self._remember(owner, tuple(d), tuple(d.values()), enc, kids, tree, entries,
-                               True if owner is d else None)
+                               True if owner is d and type(hint) is not dict else None)
         entry.sorted_keys = tuple(keys)
         entry.sorted_vals = tuple([d[k] for k in keys])
         return enc
@@ -542,8 +617,12 @@ class Encoder:
     def _encode_seq(self, s: list[Any] | tuple[Any, ...], tag: int) -> bytes:
         e = self.cache.get(s)
         below_same = False
+        hint: Any = None if self._dirty is None else self._hint()
         if e is not None:
-            below_same = self._below_same(e)
+            if hint is _CLEAN:
+                e.gen = self._gen
+                return e.enc
+            below_same = self._below_same(e, hint, s)
             if below_same and len(e.vals) == len(s) and all(map(is_, s, e.vals)):
                 e.gen = self._gen
                 return e.enc
@@ -572,6 +651,23 @@ class Encoder:
                 else:
                     entries = e.entries[:reuse]
                     kids = [kid for kid in e.kids if kid[0] < reuse]
+            elif e is not None and type(hint) is dict and len(e.vals) == len(s) and all(map(is_, s, e.vals)):
+                # Above dirty paths, holding the same elements: those off the dirty paths
+                # are trusted unchanged (see ``encode_root``); only the others are encoded.
+                reuse = len(s)
+                entries = list(e.entries)
+                kids = list(e.kids)
+                self.cache.keep([kid[1] for kid in kids])  # a later dirty path may lead through them
+                for i in sorted(k for k in hint if type(k) is int and 0 <= k < reuse):
+                    path.append(i)
+                    try:
+                        enc = encode(s[i])
+                    finally:
+                        path.pop()
+                    entries[i] = enc
+                    j = bisect_left(kids, i, key=_first_key)
+                    if j < len(kids) and kids[j][0] == i:
+                        kids[j] = (i, s[i], enc)
             tail_kids_from = len(kids)
             for i in range(reuse, len(s)):
                 v = s[i]
@@ -607,7 +703,7 @@ class Encoder:
             e.tree = tree
             e.gen = self._gen
         else:
-            self._remember(s, None, list(s), enc, kids, tree, entries)
+            self._remember(s, None, list(s), enc, kids, tree, entries, True if type(hint) is not dict else None)
         return enc
 
     # -- nodes and trees ----------------------------------------------------------------
@@ -689,6 +785,28 @@ _MUTABLE_CONTAINERS = frozenset({dict, list, tuple})
 _FEW_KIDS = 16
 _NO_CHUNKS: tuple[list[int], list[bytes]] = ([], [])
 _MAX_PATHS = 100_000
+
+
+# Markers of the dirty-path trie (see ``Encoder.encode_root``).
+_DIRTY: Final = object()
+_CLEAN: Final = object()
+
+
+def _path_trie(paths: Iterable[tuple[Any, ...]]) -> Any:
+    """Nested dicts by path step; ``_DIRTY`` marks a dirty path (all below it is dirty)."""
+    root: dict[Any, Any] = {}
+    for path in paths:
+        if not path:
+            return _DIRTY
+        node = root
+        for key in path[:-1]:
+            child = node.setdefault(key, {})
+            if child is _DIRTY:
+                break
+            node = child
+        else:
+            node[path[-1]] = _DIRTY
+    return root
 
 
 def _node_at(nodes: list[NodeRec], start: int) -> bytes | None:
