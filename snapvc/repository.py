@@ -25,6 +25,7 @@ from snapvc.encoding.nodes import children_of
 from snapvc.encoding.reader import Loader, MapView, ObjectCache
 from snapvc.encoding.writer import EncodeCache, Encoder
 from snapvc.errors import (
+    CorruptObjectError,
     ObjectNotFoundError,
     RefConflictError,
     RefExistsError,
@@ -118,6 +119,7 @@ class Repository:
         self._write_lock = threading.RLock()
         self._closed = False
         self._commit_cache: dict[ObjectId, Commit] = {}  # commits are immutable
+        self._verified_commits: set[ObjectId] = set()  # read from the index and found sound
         if self.refs.get_symbolic("HEAD") is None and self.refs.get("HEAD") is None:
             self.refs.set_symbolic("HEAD", branch_ref(DEFAULT_BRANCH))
 
@@ -169,7 +171,10 @@ class Repository:
         return oid
 
     def _find_prefix(self, prefix: str) -> list[ObjectId]:
-        return self.store.ids_with_prefix(prefix, 2)
+        # Commits live in the commit index; older repositories have them in the store too.
+        found = dict.fromkeys(self.commits.ids_with_prefix(prefix, 2))
+        found.update(dict.fromkeys(self.store.ids_with_prefix(prefix, 2)))
+        return list(found)[:2]
 
     def _parents(self, oid: ObjectId) -> tuple[ObjectId, ...]:
         return self.get_commit(oid, walking=True).parents
@@ -180,12 +185,20 @@ class Repository:
         ``walking``: the caller is reading history backwards (log, ``main~400``), so the
         commit's first-parent chain is fetched from the index in the same query."""
         commit = self._commit_cache.get(oid)
+        if commit is None:
+            chain = self.commits.first_parent_chain(oid, _PREFETCH_COMMITS if walking else 1)
+            if chain:
+                self._cache_commits(chain)
+                commit = chain[0]
         if commit is not None:
+            # The commit index holds the only copy of a commit: a read that goes on to the
+            # state checks that its fields still hash to its id (a walk of the history
+            # does not; fsck checks every commit).
+            if not walking and commit.id not in self._verified_commits:
+                if ObjectId.of(commit.encode()) != commit.id:
+                    raise CorruptObjectError(commit.id, "the commit index holds a damaged copy: its fields do not hash to its id")
+                self._verified_commits.add(commit.id)
             return commit
-        chain = self.commits.first_parent_chain(oid, _PREFETCH_COMMITS if walking else 1)
-        if chain:
-            self._cache_commits(chain)
-            return chain[0]
         try:
             data = self.store.get(oid)
         except ObjectNotFoundError:
@@ -202,6 +215,7 @@ class Repository:
         cache = self._commit_cache
         if len(cache) > _MAX_CACHED_COMMITS:
             cache.clear()
+            self._verified_commits.clear()
         for commit in commits:
             cache[commit.id] = commit
 
@@ -266,8 +280,7 @@ class Repository:
                     metadata=metadata,
                     generation=generation,
                 )
-                objects = encoder.objects
-                objects[commit.id] = commit_bytes
+                objects = encoder.objects  # the commit itself is kept by the commit index
                 # Re-putting an object only refreshes its age, but costs compression:
                 # skip the ones already stored when a commit brings many objects.
                 present = self.store.has_many(list(objects)) if len(objects) > 16 else set()
@@ -439,12 +452,13 @@ class Repository:
     # -- statistics ---------------------------------------------------------------------
 
     def stats(self) -> RepoStats:
-        """Objects, bytes stored, bytes the states would take stored whole, and the ratio."""
+        """Objects, bytes stored, bytes the states would take stored whole, and the ratio.
+        Commits count as objects, of their canonical size (they live in the commit index)."""
         sizes = self.store.sizes()
         by_kind: dict[str, int] = {}
         ids = list(self.store.iter_ids())
         logical_of: dict[bytes, int] = {}
-        commit_ids: list[ObjectId] = []
+        in_store: set[ObjectId] = set()
         for start in range(0, len(ids), 500):
             batch = ids[start : start + 500]
             for oid, data in self.store.get_many(batch).items():
@@ -452,15 +466,19 @@ class Repository:
                 name = _kind_name(kind)
                 by_kind[name] = by_kind.get(name, 0) + 1
                 if kind == COMMIT:
-                    commit_ids.append(oid)
+                    in_store.add(oid)
+        only_in_index = [oid for oid in self.commits.ids() if oid not in in_store]
+        if only_in_index:
+            by_kind["commit"] = by_kind.get("commit", 0) + len(only_in_index)
         logical = 0
-        for cid in commit_ids:
+        for cid in [*in_store, *only_in_index]:
             logical += self._logical_size(self.get_commit(cid).tree, logical_of)
+        index_bytes = sum(len(self.get_commit(cid).encode()) for cid in only_in_index)
         return RepoStats(
-            objects=sizes.objects,
-            stored_bytes=sizes.stored_bytes,
+            objects=sizes.objects + len(only_in_index),
+            stored_bytes=sizes.stored_bytes + index_bytes,
             logical_bytes=logical,
-            commits=len(commit_ids),
+            commits=len(in_store) + len(only_in_index),
             branches=len(self.refs.list(HEADS)),
             tags=len(self.refs.list(TAGS)),
             objects_by_kind=by_kind,

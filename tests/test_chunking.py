@@ -35,13 +35,15 @@ def message(i: int) -> dict[str, Any]:
 
 
 def written(repo: snapvc.Repository, state: dict[str, Any], **kw: Any) -> dict[str, int]:
-    """Commit ``state``; the objects the commit added to the store, counted by kind."""
+    """Commit ``state``; the objects the commit added, counted by kind (the commit itself
+    goes to the commit index, the rest to the object store)."""
     before = set(repo.store.iter_ids())
     count_before = repo.store.sizes().objects
+    commits_before = repo.commits.count()
     repo.commit(state, **kw)
     new = [oid for oid in repo.store.iter_ids() if oid not in before]
     assert repo.store.sizes().objects - count_before == len(new)
-    kinds: dict[str, int] = {}
+    kinds: dict[str, int] = {"commit": repo.commits.count() - commits_before}
     for oid in new:
         name = KIND[repo.store.get(oid)[0]]
         kinds[name] = kinds.get(name, 0) + 1

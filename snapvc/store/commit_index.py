@@ -1,8 +1,12 @@
-"""The commit index: every commit's fields in a table, so that ``log``, ``where=``
-filters and rev walks (``main~400``) never decode commit objects or read state.
+"""The commit index: where commits are kept, every commit's fields in a table, so that
+``log``, ``where=`` filters and rev walks (``main~400``) never decode objects or read state.
 
-The index is a cache of the commit objects, which stay the source of truth: a commit
-missing from the index (copied in by a sync, say) is read from its object and indexed.
+A commit is an object like any other (its id is the hash of its canonical bytes, which
+``Commit.encode`` rebuilds exactly from the fields), but it is kept here rather than in
+the object store: storing it in both would cost a second copy and a second id index
+entry per commit (on the agent run, 6% of the file). Repositories written before keep
+their commit objects in the object store too; a commit found only there (or copied in
+by a sync) is indexed when first read.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ class CommitIndex(Protocol):
         ...
     def count(self) -> int: ...
     def ids(self) -> list[ObjectId]: ...
+    def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
+        """Up to ``limit`` commit ids whose hex form starts with ``hex_prefix`` (lowercase)."""
+        ...
 
 
 class MemoryCommitIndex:
@@ -55,6 +62,9 @@ class MemoryCommitIndex:
 
     def ids(self) -> list[ObjectId]:
         return list(self._commits)
+
+    def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
+        return [oid for oid in self._commits if oid.hex.startswith(hex_prefix)][:limit]
 
 
 
@@ -118,4 +128,7 @@ class SqliteCommitIndex:
     def ids(self) -> list[ObjectId]:
         with self.file.lock:
             return [ObjectId(r[0]) for r in self.file.conn.execute("SELECT id FROM commits")]
+
+    def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
+        return self.file.ids_with_prefix("commits", hex_prefix, limit)
 

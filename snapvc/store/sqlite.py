@@ -169,6 +169,18 @@ class SqliteFile:
                 self._checkpointer = _Checkpointer(self.path)
             self._checkpointer.request()
 
+    def ids_with_prefix(self, table: str, hex_prefix: str, limit: int) -> list[ObjectId]:
+        """Up to ``limit`` ids of ``table`` (keyed by a 32-byte ``id``) whose hex form
+        starts with ``hex_prefix``: a range scan between the prefix padded with 0s and with fs."""
+        digits = hex_prefix.lower()
+        low = bytes.fromhex((digits + "0" * 64)[:64])
+        high = bytes.fromhex((digits + "f" * 64)[:64])
+        with self.lock:
+            rows = self.conn.execute(
+                f"SELECT id FROM {table} WHERE id >= ? AND id <= ? ORDER BY id LIMIT ?", (low, high, limit)
+            ).fetchall()
+        return [ObjectId(r[0]) for r in rows]
+
     @property
     def _wal_path(self) -> str:
         return str(self.path) + "-wal"
@@ -295,15 +307,7 @@ class SqliteObjectStore:
         return out
 
     def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
-        # Range scan on the primary key: ids between the prefix padded with 0s and with fs.
-        digits = hex_prefix.lower()
-        low = bytes.fromhex((digits + "0" * 64)[:64])
-        high = bytes.fromhex((digits + "f" * 64)[:64])
-        with self.file.lock:
-            rows = self.file.conn.execute(
-                "SELECT id FROM objects WHERE id >= ? AND id <= ? ORDER BY id LIMIT ?", (low, high, limit)
-            ).fetchall()
-        return [ObjectId(r[0]) for r in rows]
+        return self.file.ids_with_prefix("objects", hex_prefix, limit)
 
     def iter_ids(self) -> Iterator[ObjectId]:
         with self.file.lock:
