@@ -84,3 +84,17 @@ def test_a_corrupted_object_is_named_and_the_rest_still_reads(copy: Path) -> Non
             repo.checkout("side")
         assert root.hex in str(err.value)
         assert repo.checkout("main") == fixture_states()[-1]
+
+
+def test_commits_missing_from_the_index_are_read_from_their_objects(copy: Path) -> None:
+    # Files of these versions keep commit objects in the object store too: a commit the
+    # index lacks (copied in by a sync, say) is read from there and indexed again.
+    conn = sqlite3.connect(copy)
+    conn.execute("DELETE FROM commits")
+    conn.commit()
+    conn.close()
+    with snapvc.open(copy, create=False) as repo:
+        assert repo.checkout("main") == fixture_states()[-1]
+        assert [c.message for c in repo.log("main")][:2] == ["step 40", "step 39"]
+        assert repo.resolve(MAIN[:10]).hex == MAIN
+

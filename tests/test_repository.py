@@ -625,6 +625,15 @@ def test_stats(repo: snapvc.Repository) -> None:
     assert "30 commits" in str(stats)
 
 
+def test_commits_are_kept_by_the_commit_index_and_resolve_by_prefix(repo: snapvc.Repository) -> None:
+    first = repo.commit({"a": 1}, message="one")
+    second = repo.commit({"a": 2}, message="two")
+    assert repo.store.has_many([first.id, second.id]) == set()
+    assert repo.resolve(second.id.hex[:8]) == second.id
+    assert repo.get_commit(first.id).encode() == repo.commits.get(first.id).encode()
+    assert repo.stats().commits == 2
+
+
 def test_stats_of_an_empty_repository(repo: snapvc.Repository) -> None:
     stats = repo.stats()
     assert (stats.objects, stats.commits, stats.branches, stats.tags, stats.stored_bytes) == (0, 0, 0, 0, 0)
