@@ -4,6 +4,7 @@ committed by ``snapshot()`` at a cost that follows what changed.
     state = repo.state("main")                      # loads main's latest state
     state.set("research.findings", ["a", "b"])      # missing dicts on the way are created
     state.get("research.findings.0")                # "a": integer steps index lists
+    state.append("messages", {"role": "user", "content": "hi"})  # only the new element is dirty
     cp = state.snapshot(message="step 3", token_usage={"input": 120, "output": 40})
     state.restore(cp)                               # the working copy becomes cp's state
 
@@ -488,6 +489,35 @@ class State(MutableMapping[str, Any]):
         else:
             self._dirty.add(where)
 
+    def append(self, path: StatePath, value: Any) -> None:
+        """Append a copy of ``value`` to the list at ``path`` (created, empty, if missing).
+
+        This is the way to grow a message history: the working copy keeps its own copy
+        of the value (changing ``value`` afterwards does not change the state), so only
+        the new element is dirty and nothing stays watched, and a snapshot costs the
+        new element, not the history. (Appending to a list you got with ``get`` works
+        too, but that list is then watched: checked whole at every snapshot.)"""
+        self.extend(path, (value,))
+
+    def extend(self, path: StatePath, values: Iterable[Any]) -> None:
+        """Append a copy of each of ``values`` to the list at ``path`` (see ``append``)."""
+        steps = _steps(path)
+        self._before_change(steps[0])
+        try:
+            parent, key, where = self._locate(steps, path, create=False)
+            target = parent[key]
+        except _NotThere:
+            parent, key, where = self._locate(steps, path, create=True)
+            if type(parent) is tuple:
+                raise PathError(path, f"{_show(where[:-1])} is a tuple, which cannot change in place") from None
+            target = parent[key] = []
+            self._dirty.add(where)
+        if type(target) is not list:
+            raise PathError(path, f"is a {type(target).__name__}, not a list: only lists can be appended to")
+        for value in values:
+            target.append(_own_copy(value))
+            self._dirty.add((*where, len(target) - 1))
+
     def update(self, other: Mapping[StatePath, Any] | Iterable[tuple[StatePath, Any]] = (), /, **kwargs: Any) -> None:  # type: ignore[override]
         """``set`` each (path, value): ``state.update({"a.b": 1, "c": 2})``."""
         items = other.items() if isinstance(other, Mapping) else other
@@ -645,6 +675,25 @@ class State(MutableMapping[str, Any]):
         place (a top-level ``set`` or ``delete`` replaces a value without changing it)."""
         for scope in self._scopes:
             scope.keep(key)
+
+
+def _own_copy(value: Any) -> Any:
+    """A copy of ``value`` that shares no mutable object with it (immutable values are
+    shared as they are): plain containers are copied here, anything else by ``deepcopy``."""
+    t = type(value)
+    if t in _SCALARS:
+        return value
+    if t is dict:
+        return {k: v if type(v) in _SCALARS else _own_copy(v) for k, v in value.items()}
+    if t is list:
+        return [v if type(v) in _SCALARS else _own_copy(v) for v in value]
+    if t is tuple:
+        return tuple([v if type(v) in _SCALARS else _own_copy(v) for v in value])
+    if isinstance(value, MapView):
+        return value.to_dict()
+    if isinstance(value, SeqView):
+        return value.to_list()
+    return copy.deepcopy(value)
 
 
 def _steps(path: StatePath) -> tuple[str | int, ...]:

@@ -350,6 +350,47 @@ def test_one_set_on_a_large_state_writes_and_visits_only_what_changed(repo: snap
     assert repo.get_commit(repo.resolve("main")).tree == Encoder().encode_root(expected)
 
 
+def test_append_keeps_a_copy_and_visits_only_the_new_element(repo: snapvc.Repository,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    repo.commit(large_state(), branch="main")
+    state = repo.state("main")
+    state.snapshot()
+    visits = {"containers": 0}
+    encode_dict = Encoder._encode_dict
+
+    def counting_dict(self: Encoder, *args: Any, **kwargs: Any) -> bytes:
+        visits["containers"] += 1
+        return encode_dict(self, *args, **kwargs)
+
+    monkeypatch.setattr(Encoder, "_encode_dict", counting_dict)
+    expected = large_state()
+    for i in range(5):
+        message = {"role": "assistant", "content": f"reply {i}", "tool_calls": [{"id": f"call_{i}"}]}
+        state.append("messages", message)
+        message["content"] = "changed after the append"  # the state kept its own copy
+        message["tool_calls"][0]["id"] = "changed too"
+        expected["messages"].append({"role": "assistant", "content": f"reply {i}", "tool_calls": [{"id": f"call_{i}"}]})
+        visits["containers"] = 0
+        state.snapshot()
+        assert visits["containers"] <= 4  # the root, the new message and its call: not the 300 before
+    state.extend("log.entries", [1, (2, [3])])  # missing lists are created
+    expected["log"] = {"entries": [1, (2, [3])]}
+    state.snapshot()
+    assert committed(repo) == expected
+    assert state.get("messages.-1.content") == "reply 4"
+
+
+def test_append_to_something_else_than_a_list_is_refused(repo: snapvc.Repository) -> None:
+    state = repo.state("main")
+    state.set("notes", {"a": 1})
+    state.set("pair", (1, 2))
+    for path in ("notes", "notes.a", "pair"):
+        with pytest.raises(PathError) as info:
+            state.append(path, 3)
+        assert path in str(info.value) and "not a list" in str(info.value)
+    assert state.get("notes") == {"a": 1} and state.get("pair") == (1, 2)
+
+
 def test_a_plain_commit_after_state_snapshots_still_sees_every_change() -> None:
     """Snapshots through dirty paths leave some cache entries without their flat
     snapshot; a later commit without dirty paths then checks those containers child by child."""
