@@ -1,4 +1,8 @@
-"""``python -m benchmarks``: run the agent-run benchmark and print its table."""
+"""``python -m benchmarks``: run the workloads and print their tables.
+
+Every workload by default; ``--workload NAME`` (repeatable) picks some, ``--quick``
+runs them at a small scale, ``--write-docs`` rewrites docs/benchmarks.md.
+"""
 
 from __future__ import annotations
 
@@ -6,72 +10,75 @@ import argparse
 import json
 import shlex
 import sys
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
+from typing import Any
 
 from benchmarks import peers as peer_bench
-from benchmarks.agent_run import (
+from benchmarks.measure import FULL, QUICK, BenchmarkFailure, environment
+from benchmarks.suite import (
     DOCS_PATH,
-    BenchmarkFailure,
-    environment,
-    format_markdown,
-    format_table,
-    run_agent_benchmark,
+    SCALES,
+    WORKLOADS,
+    child_main,
+    page,
+    run_workload,
+    summary_table,
 )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("--steps", type=int, default=500, help="agent steps to run and commit (default 500)")
-    parser.add_argument("--documents", type=int, default=50, help="documents in the state (default 50)")
-    parser.add_argument("--doc-size", type=int, default=20_000, help="characters per document (default 20000)")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--workload", action="append", choices=list(WORKLOADS), metavar="NAME",
+                        help=f"run this workload (repeatable; default: all of {', '.join(WORKLOADS)})")  # fmt: skip
+    parser.add_argument("--quick", action="store_true", help="a small scale: every code path in seconds")
     parser.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
-    parser.add_argument(
-        "--out", type=Path, help="also write the report to this file: JSON if it ends in .json, else Markdown"
-    )
-    parser.add_argument("--write-docs", action="store_true", help="also write the report to docs/benchmarks.md")
     parser.add_argument(
         "--peers",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="also run the same workload through LangGraph's SqliteSaver and InMemorySaver and git "
+        help="also run LangGraph's SqliteSaver and InMemorySaver and git where a workload compares them "
         "(default: on when langgraph-checkpoint and langgraph-checkpoint-sqlite are installed)",
     )
+    parser.add_argument("--out", type=Path, help="also write the report to this file: JSON if it ends in .json, else Markdown")
+    parser.add_argument("--write-docs", action="store_true",
+                        help="also write the report to docs/benchmarks.md (every workload, full scale)")  # fmt: skip
+    parser.add_argument("--part", nargs=2, metavar=("WORKLOAD", "PART"), help=argparse.SUPPRESS)
+    parser.add_argument("--scale", choices=list(SCALES), default=FULL.name, help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.part:  # a child process of the run below: one part of one workload
+        return child_main(*args.part, args.scale, args.seed, args.result)
+    if args.write_docs and (args.quick or args.workload):
+        parser.error("--write-docs writes every workload at full scale: drop --quick and --workload")
     command = shlex.join(["python", "-m", "benchmarks", *(sys.argv[1:] if argv is None else argv)])
+    scale = QUICK if args.quick else FULL
+    peers = args.peers
+    if peers is None:
+        peers = peer_bench.peers_available()
+        if not peers:
+            print(peer_bench.INSTALL_HINT, file=sys.stderr)
 
     def progress(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    try:
-        report = run_agent_benchmark(
-            args.steps, documents=args.documents, doc_size=args.doc_size, seed=args.seed, progress=progress
-        )
-    except BenchmarkFailure as exc:
-        print(f"benchmark failed, no figures reported: {exc}", file=sys.stderr)
-        return 1
+    sections = []
+    for name in args.workload or list(WORKLOADS):
+        try:
+            section = run_workload(name, scale, seed=args.seed, peers=peers, say=progress)
+        except BenchmarkFailure as exc:
+            print(f"benchmark failed, no figures reported: {exc}", file=sys.stderr)
+            return 1
+        print(section.text(), end="\n\n", flush=True)
+        sections.append(section)
+    print(summary_table(sections).text())
     env = environment()
-    print(format_table(report))
-    peers = None
-    if args.peers is not False:
-        if peer_bench.peers_available():
-            try:
-                peers = peer_bench.run_peers(
-                    args.steps, documents=args.documents, doc_size=args.doc_size, seed=args.seed, progress=progress
-                )
-            except BenchmarkFailure as exc:
-                print(f"peer benchmark failed, no peer figures reported: {exc}", file=sys.stderr)
-                return 1
-            print()
-            print(peer_bench.format_peers_table(report, peers))
-        else:
-            print(peer_bench.INSTALL_HINT)
-    peer_lines = peer_bench.format_peers_markdown(report, peers) if peers else None
-    markdown = format_markdown(report, env, command, peer_lines)
+    markdown = page(sections, env, command, scale)
     if args.out:
         if args.out.suffix == ".json":
-            figures = {**report.as_dict(), "environment": env, "command": command}
-            if peers:
-                figures["peers"] = peers.as_dict()
+            figures = {"scale": scale.name, "environment": env, "command": command,
+                       "sections": [_jsonable(asdict(s)) for s in sections]}  # fmt: skip
             args.out.write_text(json.dumps(figures, indent=2) + "\n")
         else:
             args.out.write_text(markdown)
@@ -80,6 +87,18 @@ def main(argv: list[str] | None = None) -> int:
         DOCS_PATH.write_text(markdown)
         print(f"wrote {DOCS_PATH}", file=sys.stderr)
     return 0
+
+
+def _jsonable(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return _jsonable(asdict(value))
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
 
 
 if __name__ == "__main__":

@@ -24,38 +24,47 @@ loop does between checkpoints, so a commit does not find the CPU caches warm.
 from __future__ import annotations
 
 import gc
-import json
 import os
-import platform
 import resource
-import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 import tracemalloc
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 import snapvc
+from benchmarks import peers as peer_bench
+from benchmarks.measure import (
+    BenchmarkFailure,
+    PartResult,
+    Scale,
+    Section,
+    StoreFigures,
+    check,
+    duration,
+    key_value_table,
+    median_time,
+    percentile,
+    plain,
+    size,
+    store_files,
+    summary_row,
+)
 from benchmarks.workload import AgentRun
 
 __all__ = [
     "BenchmarkFailure",
     "Report",
     "run_agent_benchmark",
-    "environment",
-    "format_table",
-    "format_markdown",
-    "DOCS_PATH",
+    "report_blocks",
 ]
 
-DOCS_PATH = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 BRANCH = "main"
 # Commit times are reported as the median of the first and of the last this many steps.
 COMMIT_WINDOW = 50
@@ -63,10 +72,6 @@ COMMIT_WINDOW = 50
 REPEATS = 20
 LOG_REPEATS = 5
 STATS_FIELDS = ("objects", "stored_bytes", "logical_bytes", "dedup_ratio")
-
-
-class BenchmarkFailure(AssertionError):
-    """The store gave back something other than what was committed: no figures are reported."""
 
 
 @dataclass
@@ -85,6 +90,8 @@ class Report:
     final_state_bytes: int
     commit_first_s: float
     commit_last_s: float
+    commit_median_s: float
+    commit_p99_s: float
     commit_total_s: float
     checkout_s: float
     checkout_fresh_s: float
@@ -97,6 +104,8 @@ class Report:
     maxrss_bytes: int
     stats: Any
     checks: list[str] = field(default_factory=list)
+    # store on disk after close (WAL folded in) after each of these steps
+    growth: dict[int, int] = field(default_factory=dict)
 
     @property
     def correct(self) -> bool:
@@ -109,7 +118,7 @@ class Report:
 
     def rows(self) -> list[tuple[str, str]]:
         """The report as ``(figure, value)`` rows, in the order both tables print them."""
-        files = " + ".join(f"{name} {_size(n)}" for name, n in self.store_files.items())
+        files = " + ".join(f"{name} {size(n)}" for name, n in self.store_files.items())
         first = min(COMMIT_WINDOW, self.steps)
         rows = [
             (
@@ -118,39 +127,62 @@ class Report:
                 f"seed {self.seed}",
             ),
             ("commits", f"{self.commits}"),
-            ("final state (JSON)", _size(self.final_state_bytes)),
-            ("every commit as a full copy (JSON)", _size(self.full_copy_bytes)),
-            ("store on disk after the run", f"{_size(self.store_bytes)} ({files})"),
-            ("store on disk after close (WAL folded in)", _size(self.store_bytes_closed)),
+            ("final state (JSON)", size(self.final_state_bytes)),
+            ("every commit as a full copy (JSON)", size(self.full_copy_bytes)),
+            ("store on disk after the run", f"{size(self.store_bytes)} ({files})"),
+            ("store on disk after close (WAL folded in)", size(self.store_bytes_closed)),
             ("full copies / store after close", f"{self.full_copy_bytes / self.store_bytes_closed:.1f}x"),
-            (f"commit, median of steps 1-{first}", _duration(self.commit_first_s)),
-            (f"commit, median of the last {first} steps", _duration(self.commit_last_s)),
-            (f"all {self.commits} commits", _duration(self.commit_total_s)),
-            (f"checkout latest, open repository (median of {REPEATS})", _duration(self.checkout_s)),
-            (f"checkout latest, freshly opened (median of {REPEATS})", _duration(self.checkout_fresh_s)),
-            (f"snapvc.open (median of {REPEATS})", _duration(self.open_s)),
+            (f"commit, median of steps 1-{first}", duration(self.commit_first_s)),
+            (f"commit, median of the last {first} steps", duration(self.commit_last_s)),
+            ("commit, median of every step", duration(self.commit_median_s)),
+            ("commit, p99 of every step", duration(self.commit_p99_s)),
+            (f"all {self.commits} commits", duration(self.commit_total_s)),
+            (f"checkout latest, open repository (median of {REPEATS})", duration(self.checkout_s)),
+            (f"checkout latest, freshly opened (median of {REPEATS})", duration(self.checkout_fresh_s)),
+            (f"snapvc.open (median of {REPEATS})", duration(self.open_s)),
             (
                 f"read messages[{self.read_message_index}] via snapshot, freshly opened "
                 f"(median of {REPEATS})",
-                _duration(self.read_message_s),
+                duration(self.read_message_s),
             ),
-            (f"list(log) of {self.commits} commits, freshly opened (first walk)", _duration(self.log_cold_s)),
-            (f"list(log) of {self.commits} commits, again (median of {LOG_REPEATS})", _duration(self.log_s)),
-            ("peak memory, tracemalloc (second run)", _size(self.tracemalloc_peak_bytes)),
-            ("peak memory, ru_maxrss (process)", _size(self.maxrss_bytes)),
+            (f"list(log) of {self.commits} commits, freshly opened (first walk)", duration(self.log_cold_s)),
+            (f"list(log) of {self.commits} commits, again (median of {LOG_REPEATS})", duration(self.log_s)),
+            *([("peak memory, tracemalloc (second run)", size(self.tracemalloc_peak_bytes))]
+              if self.tracemalloc_peak_bytes else []),
+            ("peak memory, ru_maxrss (process)", size(self.maxrss_bytes)),
         ]
         for name in STATS_FIELDS:
             value = getattr(self.stats, name, None)
             if value is None:
                 continue
             if name.endswith("_bytes"):
-                shown = _size(value)
+                shown = size(value)
             elif isinstance(value, float):
                 shown = f"{value:.2f}"
             else:
                 shown = f"{value}"
             rows.append((f"repo.stats().{name}", shown))
         return rows
+
+    def figures(self) -> StoreFigures:
+        """The figures every workload reports, for the summary table."""
+        return StoreFigures(
+            commits=self.commits,
+            open_bytes=self.store_bytes,
+            open_files=self.store_files,
+            closed_bytes=self.store_bytes_closed,
+            commit_median_s=self.commit_median_s,
+            commit_p99_s=self.commit_p99_s,
+            commit_total_s=self.commit_total_s,
+            checkout_s=self.checkout_s,
+            checkout_fresh_s=self.checkout_fresh_s,
+            open_s=self.open_s,
+            read_s=self.read_message_s,
+            read_what=f"['messages'][{self.read_message_index}]",
+            log_s=self.log_s,
+            log_cold_s=self.log_cold_s,
+            repeats=REPEATS,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """The figures as plain JSON values (``stats`` as its fields and text)."""
@@ -173,12 +205,15 @@ def run_agent_benchmark(
     seed: int = 0,
     folder: str | os.PathLike[str] | None = None,
     measure_memory: bool = True,
+    growth_at: Sequence[int] = (),
     progress: Callable[[str], None] | None = None,
 ) -> Report:
     """Run the agent workload for ``steps`` steps on a new repository and measure it.
 
     The repository lives in ``folder`` (a new temporary folder when ``None``, removed
-    afterwards). Raises ``BenchmarkFailure`` if what the store gives back differs from
+    afterwards). ``growth_at``: steps after which to close the repository, record its size
+    on disk and open it again (the next commit then encodes the whole state again).
+    Raises ``BenchmarkFailure`` if what the store gives back differs from
     what was committed.
     """
     if steps < 1:
@@ -187,7 +222,7 @@ def run_agent_benchmark(
         with tempfile.TemporaryDirectory(prefix="snapvc-bench-") as tmp:
             return run_agent_benchmark(
                 steps, documents=documents, doc_size=doc_size, seed=seed, folder=tmp,
-                measure_memory=measure_memory, progress=progress,
+                measure_memory=measure_memory, growth_at=growth_at, progress=progress,
             )  # fmt: skip
     say = progress or (lambda message: None)
     folder = Path(folder)
@@ -197,7 +232,7 @@ def run_agent_benchmark(
     workload = AgentRun(seed=seed, documents=documents, doc_size=doc_size)
     checks: list[str] = []
 
-    run = _timed_run(workload, path, steps, checks, say)
+    run = _timed_run(workload, path, steps, checks, say, set(growth_at))
     say("reading back")
     reads = _fresh_reads(path, run.state, checks)
     fresh = snapvc.open(str(path))
@@ -205,10 +240,10 @@ def run_agent_benchmark(
         t0 = time.perf_counter()
         list(fresh.log(BRANCH))
         log_cold_s = time.perf_counter() - t0
-        log_s = _median(LOG_REPEATS, lambda: list(fresh.log(BRANCH)))
+        log_s = median_time(LOG_REPEATS, lambda: list(fresh.log(BRANCH)))
         log = list(fresh.log(BRANCH))
-        _check(len(log) == steps + 1, checks, f"the log holds {steps + 1} commits")
-        _check(bool(log) and log[0].id == run.last_id, checks, "the log starts at the last commit")
+        check(len(log) == steps + 1, checks, f"the log holds {steps + 1} commits")
+        check(bool(log) and log[0].id == run.last_id, checks, "the log starts at the last commit")
         stats = fresh.stats()
     finally:
         fresh.close()
@@ -226,11 +261,13 @@ def run_agent_benchmark(
         commits=len(log),
         store_bytes=sum(run.store_files.values()),
         store_files=run.store_files,
-        store_bytes_closed=sum(_store_files(path).values()),
+        store_bytes_closed=sum(store_files(path).values()),
         full_copy_bytes=run.full_copy_bytes,
         final_state_bytes=_json_size(run.state),
         commit_first_s=statistics.median(times[1 : COMMIT_WINDOW + 1]),
         commit_last_s=statistics.median(times[1:][-COMMIT_WINDOW:]),
+        commit_median_s=statistics.median(times[1:]),
+        commit_p99_s=percentile(times[1:], 99),
         commit_total_s=sum(times),
         checkout_s=run.checkout_s,
         checkout_fresh_s=statistics.median(reads.checkout),
@@ -243,6 +280,7 @@ def run_agent_benchmark(
         maxrss_bytes=_maxrss(),
         stats=stats,
         checks=checks,
+        growth=run.growth,
     )
 
 
@@ -254,14 +292,17 @@ class _Run:
     full_copy_bytes: int
     checkout_s: float
     store_files: dict[str, int]
+    growth: dict[int, int]
 
 
 def _timed_run(
-    workload: AgentRun, path: Path, steps: int, checks: list[str], say: Callable[[str], None]
+    workload: AgentRun, path: Path, steps: int, checks: list[str], say: Callable[[str], None],
+    growth_at: set[int],
 ) -> _Run:
     """Commit the initial state and every step's, timing each commit; then time checkouts."""
     state = workload.initial_state()
     commit_times: list[float] = []
+    growth: dict[int, int] = {}
     repo = snapvc.open(str(path))
     try:
         for i in range(steps + 1):
@@ -270,11 +311,15 @@ def _timed_run(
             t0 = time.perf_counter()
             last = repo.commit(state, branch=BRANCH, message=f"step {i}", metadata={"step": i})
             commit_times.append(time.perf_counter() - t0)
+            if i in growth_at:  # the size after close, then on with a newly opened repository
+                repo.close()
+                growth[i] = sum(store_files(path).values())
+                repo = snapvc.open(str(path))
             if i and (i % 50 == 0 or i == steps):
                 say(f"step {i}/{steps}")
-        checkout_s = _median(REPEATS, lambda: repo.checkout(BRANCH))
-        _check(repo.checkout(BRANCH) == state, checks, "checkout after the run equals the state in memory")
-        store_files = _store_files(path)
+        checkout_s = median_time(REPEATS, lambda: repo.checkout(BRANCH))
+        check(repo.checkout(BRANCH) == state, checks, "checkout after the run equals the state in memory")
+        files = store_files(path)
     finally:
         repo.close()
     # What a checkpointer that re-stores the whole state would write: counted in a replay
@@ -284,7 +329,7 @@ def _timed_run(
     for i in range(1, steps + 1):
         replay = workload.step(replay, i)
         full_copy += _json_size(replay)
-    return _Run(state, last.id, commit_times, full_copy, checkout_s, store_files)
+    return _Run(state, last.id, commit_times, full_copy, checkout_s, files, growth)
 
 
 @dataclass
@@ -312,12 +357,12 @@ def _fresh_reads(path: Path, state: dict[str, Any], checks: list[str]) -> _Reads
         repo = snapvc.open(str(path))
         try:
             t0 = time.perf_counter()
-            message = _plain(repo.snapshot(BRANCH)["messages"][k])
+            message = plain(repo.snapshot(BRANCH)["messages"][k])
             reads.read.append(time.perf_counter() - t0)
         finally:
             repo.close()
-    _check(restored == state, checks, "checkout on a freshly opened repository equals the state in memory")
-    _check(message == state["messages"][k], checks, f"snapshot['messages'][{k}] equals the message in memory")
+    check(restored == state, checks, "checkout on a freshly opened repository equals the state in memory")
+    check(message == state["messages"][k], checks, f"snapshot['messages'][{k}] equals the message in memory")
     return reads
 
 
@@ -343,44 +388,10 @@ def _traced_peak(workload: AgentRun, path: Path, steps: int) -> int:
         tracemalloc.stop()
 
 
-def _check(ok: bool, checks: list[str], what: str) -> None:
-    if not ok:
-        raise BenchmarkFailure(f"check failed: {what}")
-    checks.append(what)
-
-
-def _median(repeats: int, fn: Callable[[], object]) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def _store_files(path: Path) -> dict[str, int]:
-    """Sizes of the repository file and of its ``-wal`` and ``-shm`` files that exist."""
-    out = {}
-    for suffix in ("", "-wal", "-shm"):
-        p = Path(f"{path}{suffix}")
-        if p.exists():
-            out[suffix.lstrip("-") or "file"] = p.stat().st_size
-    return out
-
-
 def _json_size(state: Any) -> int:
-    return len(json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode())
-
-
-def _plain(value: Any) -> Any:
-    """A lazily loaded value as plain dicts and lists (forces every part of it to load)."""
-    if isinstance(value, (str, bytes, bytearray)):
-        return value
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, Sequence) and not isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    return value
+    """Bytes of the state as compact UTF-8 JSON (orjson: what ``json.dumps`` with compact
+    separators and ``ensure_ascii=False`` writes, ten times faster)."""
+    return len(orjson.dumps(state))
 
 
 def _maxrss() -> int:
@@ -391,142 +402,58 @@ def _maxrss() -> int:
 # --- reporting -------------------------------------------------------------------------
 
 
-def environment() -> dict[str, str]:
-    """The machine and library versions a report was measured with."""
-    return {
-        "platform": platform.platform(),
-        "cpu": _cpu_name(),
-        "cpus": str(os.cpu_count()),
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "sqlite": sqlite3.sqlite_version,
-        "snapvc": _snapvc_version(),
-        "blake3": _version("blake3"),
-        "zstandard": _version("zstandard"),
-        "msgpack": _version("msgpack"),
-    }
+def report_blocks(report: Report) -> list[Any]:
+    """The report as a table of figures and, for the Markdown page, ``repo.stats()`` and
+    what the figures mean."""
+    return [
+        key_value_table(report.rows()),
+        "\n".join(["`repo.stats()`:", "", "```text", report.stats_text, "```"]),
+        "\n".join([
+            "\"Every commit as a full copy\" is the uncompressed JSON of the whole state summed over",
+            "all commits: what a checkpointer that re-stores the whole state at every step writes.",
+            "Times are medians of wall-clock intervals. Between two commits the run does an agent",
+            "step's work, as a real loop does, so CPU caches are not warm for the commit; commits",
+            "timed back to back come out faster. \"Freshly opened\" is a new `snapvc.open`",
+            "(snapvc's caches are cold; the operating system's file cache is warm). The tracemalloc",
+            "peak is measured in a second, identical run, so its overhead does not touch the times;",
+            "it includes the workload's own state.",
+        ]),
+    ]  # fmt: skip
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+# --- the workload, for ``benchmarks.suite`` ---------------------------------------------
+
+NAME = "agent-run"
+TITLE = "Agent run"
 
 
-def _version(distribution: str) -> str:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        module = __import__(distribution)
-        return str(getattr(module, "__version__", getattr(module, "version", "unknown")))
+def parts(scale: Scale, peers: bool) -> list[str]:
+    return ["snapvc", "peers"] if peers else ["snapvc"]
 
 
-def _snapvc_version() -> str:
-    version = getattr(snapvc, "__version__", None)
-    if version is None:
-        try:
-            version = metadata.version("snapvc")
-        except metadata.PackageNotFoundError:
-            version = "unknown"
-    try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=Path(snapvc.__file__).resolve().parent,
-            capture_output=True, text=True, timeout=5, check=True,
-        ).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        rev = ""
-    return f"{version} ({rev})" if rev else str(version)
+def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> Any:
+    size_args = {"documents": scale.documents, "doc_size": scale.doc_size, "seed": seed, "progress": say}
+    if part == "snapvc":
+        return run_agent_benchmark(scale.agent_steps, **size_args)
+    return peer_bench.run_peers(scale.agent_steps, **size_args)
 
 
-def format_table(report: Report) -> str:
-    """The report as an aligned plain-text table, with ``repo.stats()`` as it prints."""
-    rows = report.rows()
-    width = max(len(name) for name, _ in rows)
-    lines = [f"{name.ljust(width)}  {value}" for name, value in rows]
-    lines.append("")
-    lines.append("repo.stats():")
-    lines.extend("  " + line for line in report.stats_text.splitlines())
-    lines.append("")
-    lines.append("checks passed: " + "; ".join(report.checks))
-    return "\n".join(lines)
-
-
-def format_markdown(
-    report: Report, env: Mapping[str, str], command: str, peers: Sequence[str] | None = None
-) -> str:
-    """The report as the Markdown page ``docs/benchmarks.md``; ``peers``: lines of a "Peers" section."""
-    out = [
-        "# Benchmarks",
-        "",
-        "## Agent run",
-        "",
-        textwrap.fill(
-            "A simulated agent (`benchmarks/workload.py`) keeps a message history, a scratchpad and "
-            f"a library of {report.documents} documents of {report.doc_size:,} characters. Each step "
-            "appends two messages (an assistant message with a tool call, and the tool's result), "
-            "rewrites 3 scratchpad notes, and every 10th step replaces 300 characters in the middle "
-            "of one document; the state is committed after every step to the embedded default store "
-            "(one SQLite file). The run checks that what it reads back equals what it committed.",
-            width=88,
-        ),
-        "",
-        "| figure | value |",
-        "|---|---|",
-    ]
-    out.extend(f"| {name} | {value} |" for name, value in report.rows())
-    out += [
-        "",
-        "`repo.stats()`:",
-        "",
-        "```text",
-        report.stats_text,
-        "```",
-        "",
-        "\"Every commit as a full copy\" is the uncompressed JSON of the whole state summed over",
-        "all commits: what a checkpointer that re-stores the whole state at every step writes.",
-        "Times are medians of wall-clock intervals. Between two commits the run does an agent",
-        "step's work, as a real loop does, so CPU caches are not warm for the commit; commits",
-        "timed back to back come out faster. \"Freshly opened\" is a new `snapvc.open`",
-        "(snapvc's caches are cold; the operating system's file cache is warm). The tracemalloc",
-        "peak is measured in a second, identical run, so its overhead does not touch the times;",
-        "it includes the workload's own state.",
-        "",
-        *(peers or ()),
-        "## Machine",
-        "",
-        "| | |",
-        "|---|---|",
-    ]
-    out.extend(f"| {name} | {value} |" for name, value in env.items())
-    out += [
-        "",
-        "## Command",
-        "",
-        "```sh",
-        command,
-        "```",
-        "",
-    ]
-    return "\n".join(out)
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.0f} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds:.2f} s"
-
+def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
+    report: Report = results["snapvc"].value
+    body = report_blocks(report)
+    if "peers" in results:
+        body += peer_bench.peers_blocks(report, results["peers"].value)
+    checks = list(report.checks) + (results["peers"].value.checks if "peers" in results else [])
+    return Section(
+        NAME,
+        f"{TITLE}: {report.steps} steps",
+        "A simulated agent (`benchmarks/workload.py`) keeps a message history, a scratchpad and "
+        f"a library of {report.documents} documents of {report.doc_size:,} characters. Each step "
+        "appends two messages (an assistant message with a tool call, and the tool's result), "
+        "rewrites 3 scratchpad notes, and every 10th step replaces 300 characters in the middle "
+        "of one document; the state is committed after every step to the embedded default store "
+        "(one SQLite file). The run checks that what it reads back equals what it committed.",
+        body,
+        checks=checks,
+        summary=[summary_row(f"agent run, {report.steps} steps", report.figures(), results["snapvc"])],
+    )

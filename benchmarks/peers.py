@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
 import sqlite3
 import statistics
@@ -42,17 +41,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from benchmarks.agent_run import (
-    Report,
-    _check,
-    _duration,
-    _median,
-    _size,
-    _store_files,
+from benchmarks.measure import (
+    Table,
+    check,
+    duration,
+    median_time,
+    ratio,
+    size,
+    store_files,
+    tree_size,
 )
 from benchmarks.workload import AgentRun
+
+if TYPE_CHECKING:
+    from benchmarks.agent_run import Report
 
 __all__ = [
     "INSTALL_HINT",
@@ -60,8 +64,11 @@ __all__ = [
     "PeersReport",
     "peers_available",
     "run_peers",
-    "format_peers_table",
-    "format_peers_markdown",
+    "peers_blocks",
+    "SaverThread",
+    "GitRepo",
+    "git_head_state",
+    "memory_saver_bytes",
     "peer_versions",
 ]
 
@@ -175,37 +182,64 @@ def peer_versions() -> dict[str, str]:
 # --- LangGraph checkpointers -----------------------------------------------------------
 
 
-def _drive_saver(
-    saver: Any, workload: AgentRun, steps: int, say: Callable[[str], None]
-) -> tuple[dict[str, Any], list[float]]:
-    """Put the initial state and every step's into ``saver`` as LangGraph's loop does."""
-    from langgraph.checkpoint.base import empty_checkpoint
-    from langgraph.checkpoint.base.id import uuid6
+class SaverThread:
+    """One LangGraph thread fed to a checkpointer the way LangGraph's loop feeds it."""
 
-    state = workload.initial_state()
-    previous: dict[str, Any] = {}
-    versions: dict[str, Any] = {}
-    config: dict[str, Any] = copy.deepcopy(THREAD)
-    put_times: list[float] = []
-    for i in range(steps + 1):
-        if i:
-            state = workload.step(state, i)
+    def __init__(self, saver: Any, thread_id: str = "t") -> None:
+        self.saver = saver
+        self.config: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        self.previous: dict[str, Any] = {}
+        self.versions: dict[str, Any] = {}
+        self.puts = 0
+
+    def put(self, state: dict[str, Any], step: int) -> float:
+        """Put ``state`` as the next checkpoint (``step`` for the metadata); the put's time."""
+        from langgraph.checkpoint.base import empty_checkpoint
+        from langgraph.checkpoint.base.id import uuid6
+
+        previous, versions = self.previous, self.versions
         changed = [key for key in state if key not in previous or previous[key] != state[key]]
         new_versions = {}
         for key in changed:
-            versions[key] = saver.get_next_version(versions.get(key), None)
+            versions[key] = self.saver.get_next_version(versions.get(key), None)
             new_versions[key] = versions[key]
             previous[key] = copy.deepcopy(state[key])
         checkpoint = empty_checkpoint()
-        checkpoint["id"] = str(uuid6(clock_seq=i))
+        checkpoint["id"] = str(uuid6(clock_seq=self.puts))
         checkpoint["channel_values"] = {key: state[key] for key in state}
         checkpoint["channel_versions"] = dict(versions)
         checkpoint["versions_seen"] = {NODE: dict(versions)}
         checkpoint["updated_channels"] = sorted(changed)
-        meta = {"source": "input" if i == 0 else "loop", "step": i - 1, "parents": {}}
+        meta = {"source": "input" if self.puts == 0 else "loop", "step": step - 1, "parents": {}}
         t0 = time.perf_counter()
-        config = saver.put(config, checkpoint, meta, new_versions)
-        put_times.append(time.perf_counter() - t0)
+        self.config = self.saver.put(self.config, checkpoint, meta, new_versions)
+        self.puts += 1
+        return time.perf_counter() - t0
+
+
+def memory_saver_bytes(saver: Any) -> tuple[int, int]:
+    """What an ``InMemorySaver`` keeps, serialized: (channel blobs, checkpoints + metadata)."""
+    blobs = sum(len(data) for _, data in saver.blobs.values())
+    saved = sum(
+        len(ck[1]) + len(md[1])
+        for namespaces in saver.storage.values()
+        for entries in namespaces.values()
+        for ck, md, _parent in entries.values()
+    )  # fmt: skip
+    return blobs, saved
+
+
+def _drive_saver(
+    saver: Any, workload: AgentRun, steps: int, say: Callable[[str], None]
+) -> tuple[dict[str, Any], list[float]]:
+    """Put the initial state and every step's into ``saver`` as LangGraph's loop does."""
+    thread = SaverThread(saver)
+    state = workload.initial_state()
+    put_times: list[float] = []
+    for i in range(steps + 1):
+        if i:
+            state = workload.step(state, i)
+        put_times.append(thread.put(state, i))
         if i and (i % 100 == 0 or i == steps):
             say(f"  step {i}/{steps}")
     return state, put_times
@@ -213,14 +247,14 @@ def _drive_saver(
 
 def _check_saver(saver: Any, state: dict[str, Any], steps: int, checks: list[str], name: str) -> None:
     latest = saver.get_tuple(THREAD)
-    _check(latest is not None and latest.checkpoint["channel_values"] == state, checks,
+    check(latest is not None and latest.checkpoint["channel_values"] == state, checks,
            f"{name}: the latest checkpoint equals the state in memory")  # fmt: skip
-    _check(len(list(saver.list(THREAD))) == steps + 1, checks, f"{name}: lists {steps + 1} checkpoints")
+    check(len(list(saver.list(THREAD))) == steps + 1, checks, f"{name}: lists {steps + 1} checkpoints")
 
 
 def _saver_reads(saver: Any) -> tuple[float, float]:
-    latest_s = _median(GET_REPEATS, lambda: saver.get_tuple(THREAD))
-    history_s = _median(LIST_REPEATS, lambda: list(saver.list(THREAD)))
+    latest_s = median_time(GET_REPEATS, lambda: saver.get_tuple(THREAD))
+    history_s = median_time(LIST_REPEATS, lambda: list(saver.list(THREAD)))
     return latest_s, history_s
 
 
@@ -233,24 +267,24 @@ def _run_sqlite_saver(
     try:
         saver = SqliteSaver(conn)
         state, puts = _drive_saver(saver, workload, steps, say)
-        files = _store_files(path)
+        files = store_files(path)
         _check_saver(saver, state, steps, checks, "SqliteSaver")
         latest_s, history_s = _saver_reads(saver)
     finally:
         conn.close()
-    closed = sum(_store_files(path).values())
-    detail = " + ".join(f"{name} {_size(n)}" for name, n in files.items())
+    closed = sum(store_files(path).values())
+    detail = " + ".join(f"{name} {size(n)}" for name, n in files.items())
     return PeerResult(
         name="LangGraph SqliteSaver",
         stored_bytes=sum(files.values()),
-        stored_detail=f"{detail}; {_size(closed)} after close",
+        stored_detail=f"{detail}; {size(closed)} after close",
         commit_s=statistics.median(puts[-WINDOW:]),
         latest_s=latest_s,
         latest_what=f"get_tuple, latest (median of {GET_REPEATS})",
         history_s=history_s,
         history_what=f"list(saver.list(config)) (median of {LIST_REPEATS})",
         settled_bytes=closed,
-        extra={"all puts": _duration(sum(puts))},
+        extra={"all puts": duration(sum(puts))},
     )
 
 
@@ -263,23 +297,17 @@ def _run_memory_saver(workload: AgentRun, steps: int, checks: list[str], say: Ca
     latest_s, history_s = _saver_reads(saver)
     # Its storage holds serialized bytes: checkpoints and metadata, and one blob per
     # channel version. Their sum is what it keeps (Python object overhead not counted).
-    blobs = sum(len(data) for _, data in saver.blobs.values())
-    saved = sum(
-        len(ck[1]) + len(md[1])
-        for namespaces in saver.storage.values()
-        for entries in namespaces.values()
-        for ck, md, _parent in entries.values()
-    )  # fmt: skip
+    blobs, saved = memory_saver_bytes(saver)
     return PeerResult(
         name="LangGraph InMemorySaver",
         stored_bytes=blobs + saved,
-        stored_detail=f"serialized, in memory: channel blobs {_size(blobs)} + checkpoints {_size(saved)}",
+        stored_detail=f"serialized, in memory: channel blobs {size(blobs)} + checkpoints {size(saved)}",
         commit_s=statistics.median(puts[-WINDOW:]),
         latest_s=latest_s,
         latest_what=f"get_tuple, latest (median of {GET_REPEATS})",
         history_s=history_s,
         history_what=f"list(saver.list(config)) (median of {LIST_REPEATS})",
-        extra={"all puts": _duration(sum(puts))},
+        extra={"all puts": duration(sum(puts))},
     )
 
 
@@ -298,33 +326,61 @@ def _git_files(state: Mapping[str, Any]) -> dict[str, str]:
     return files
 
 
-def _run_git(
-    workload: AgentRun, steps: int, repo: Path, checks: list[str], say: Callable[[str], None]
-) -> PeerResult:
-    repo.mkdir()
-    (repo / "documents").mkdir()
+class GitRepo:
+    """A git repository driven by the ``git`` command, committing states as files."""
 
-    def git(*args: str) -> str:
+    def __init__(self, path: Path) -> None:
+        path.mkdir()
+        (path / "documents").mkdir()
+        self.path = path
+        self.git("init", "-q")
+        self.git("config", "gc.auto", "0")
+        self._written: dict[str, str] = {}
+
+    def git(self, *args: str) -> str:
         return subprocess.run(
-            ["git", *GIT_AUTHOR, *args], cwd=repo, check=True, capture_output=True, text=True
+            ["git", *GIT_AUTHOR, *args], cwd=self.path, check=True, capture_output=True, text=True
         ).stdout  # fmt: skip
 
-    git("init", "-q")
-    git("config", "gc.auto", "0")
+    def commit(self, state: Mapping[str, Any], message: str) -> float:
+        """Write the files whose content changed, ``git add -A``, ``git commit``; the time taken."""
+        t0 = time.perf_counter()
+        for name, content in _git_files(state).items():
+            if self._written.get(name) != content:
+                (self.path / name).write_text(content, encoding="utf-8")
+                self._written[name] = content
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message)
+        return time.perf_counter() - t0
+
+    def fork(self, branch: str, at: str, state: Mapping[str, Any]) -> None:
+        """``git checkout -b branch at``; ``state`` is the state committed at ``at``."""
+        self.git("checkout", "-q", "-b", branch, at)
+        self._written = _git_files(state)
+
+
+def git_head_state(repo: GitRepo, like: Mapping[str, Any], rev: str = "HEAD") -> dict[str, Any]:
+    """The state committed at ``rev``, read back from its files (``like`` names the documents)."""
+    state: dict[str, Any] = {}
+    for key in like:
+        if key == "documents":
+            state[key] = {name: repo.git("show", f"{rev}:documents/{name}.txt") for name in like["documents"]}
+        else:
+            state[key] = json.loads(repo.git("show", f"{rev}:{key}.json"))
+    return state
+
+
+def _run_git(
+    workload: AgentRun, steps: int, path: Path, checks: list[str], say: Callable[[str], None]
+) -> PeerResult:
+    repo = GitRepo(path)
+    git = repo.git
     state = workload.initial_state()
-    written: dict[str, str] = {}
     commit_times: list[float] = []
     for i in range(steps + 1):
         if i:
             state = workload.step(state, i)
-        t0 = time.perf_counter()
-        for name, content in _git_files(state).items():
-            if written.get(name) != content:
-                (repo / name).write_text(content, encoding="utf-8")
-                written[name] = content
-        git("add", "-A")
-        git("commit", "-q", "-m", f"step {i}")
-        commit_times.append(time.perf_counter() - t0)
+        commit_times.append(repo.commit(state, f"step {i}"))
         if i and (i % 100 == 0 or i == steps):
             say(f"  step {i}/{steps}")
 
@@ -332,31 +388,25 @@ def _run_git(
         return len(git("log", "--oneline").splitlines())
 
     def archive() -> None:
-        subprocess.run(["git", "archive", "HEAD"], cwd=repo, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["git", "archive", "HEAD"], cwd=path, check=True, stdout=subprocess.DEVNULL)
 
-    _check(log_lines() == steps + 1, checks, f"git: the log holds {steps + 1} commits")
-    restored = {
-        "messages": json.loads(git("show", "HEAD:messages.json")),
-        "scratchpad": json.loads(git("show", "HEAD:scratchpad.json")),
-        "counters": json.loads(git("show", "HEAD:counters.json")),
-        "task": json.loads(git("show", "HEAD:task.json")),
-        "documents": {name: git("show", f"HEAD:documents/{name}.txt") for name in state["documents"]},
-    }
-    _check(restored == state, checks, "git: HEAD's files equal the state in memory")
-    before = _tree_size(repo / ".git")
-    log_s = _median(LIST_REPEATS, log_lines)
-    archive_s = _median(GIT_READ_REPEATS, archive)
+    check(log_lines() == steps + 1, checks, f"git: the log holds {steps + 1} commits")
+    restored = git_head_state(repo, state)
+    check(restored == state, checks, "git: HEAD's files equal the state in memory")
+    before = tree_size(path / ".git")
+    log_s = median_time(LIST_REPEATS, log_lines)
+    archive_s = median_time(GIT_READ_REPEATS, archive)
     say("  git gc --aggressive --prune=now")
     t0 = time.perf_counter()
     git("gc", "-q", "--aggressive", "--prune=now")
     gc_s = time.perf_counter() - t0
-    after = _tree_size(repo / ".git")
-    log_gc_s = _median(LIST_REPEATS, log_lines)
-    archive_gc_s = _median(GIT_READ_REPEATS, archive)
+    after = tree_size(path / ".git")
+    log_gc_s = median_time(LIST_REPEATS, log_lines)
+    archive_gc_s = median_time(GIT_READ_REPEATS, archive)
     return PeerResult(
         name="git",
         stored_bytes=before,
-        stored_detail=f".git {_size(before)} before gc, {_size(after)} after gc --aggressive",
+        stored_detail=f".git {size(before)} before gc, {size(after)} after gc --aggressive",
         commit_s=statistics.median(commit_times[-WINDOW:]),
         latest_s=archive_s,
         latest_what=f"git archive HEAD, every file of the latest commit (median of {GIT_READ_REPEATS})",
@@ -364,20 +414,12 @@ def _run_git(
         history_what=f"git log --oneline, all lines (median of {LIST_REPEATS})",
         settled_bytes=after,
         extra={
-            "gc --aggressive time": _duration(gc_s),
-            "all commits (write + add + commit)": _duration(sum(commit_times)),
-            "git archive HEAD after gc": _duration(archive_gc_s),
-            "git log --oneline after gc": _duration(log_gc_s),
+            "gc --aggressive time": duration(gc_s),
+            "all commits (write + add + commit)": duration(sum(commit_times)),
+            "git archive HEAD after gc": duration(archive_gc_s),
+            "git log --oneline after gc": duration(log_gc_s),
         },
     )
-
-
-def _tree_size(folder: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(folder):
-        for name in files:
-            total += os.path.getsize(os.path.join(root, name))
-    return total
 
 
 # --- the floor -------------------------------------------------------------------------
@@ -402,7 +444,7 @@ def _floor(workload: AgentRun, steps: int) -> tuple[int, str]:
         for kind, values in (("messages", messages), ("documents", documents), ("scratchpad", notes))
     }
     counts = {"messages": len(messages), "documents": len(documents), "scratchpad": len(notes)}
-    detail = " + ".join(f"{counts[k]} {k} {_size(n)}" for k, n in sizes.items())
+    detail = " + ".join(f"{counts[k]} {k} {size(n)}" for k, n in sizes.items())
     return sum(sizes.values()), detail
 
 
@@ -410,16 +452,7 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-# --- helpers ---------------------------------------------------------------------------
-
-
 # --- reporting -------------------------------------------------------------------------
-
-
-def _ratio(ours: float | None, theirs: float | None) -> str:
-    if not ours or not theirs:
-        return "-"
-    return f"{ours / theirs:.3g}x"
 
 
 def _peer_rows(snap: Report, peers: PeersReport) -> tuple[list[str], list[list[str]]]:
@@ -429,32 +462,32 @@ def _peer_rows(snap: Report, peers: PeersReport) -> tuple[list[str], list[list[s
     rows = [
         [
             "snapvc",
-            f"{_size(snap.store_bytes)}; {_size(snap.store_bytes_closed)} settled",
-            _duration(snap.commit_last_s),
-            _duration(snap.checkout_s),
-            _duration(snap.log_s),
+            f"{size(snap.store_bytes)}; {size(snap.store_bytes_closed)} settled",
+            duration(snap.commit_last_s),
+            duration(snap.checkout_s),
+            duration(snap.log_s),
         ]
     ]
     for r in peers.results:
         rows.append([
             r.name,
-            (_size(r.stored_bytes) if r.stored_bytes is not None else "-")
-            + (f"; {_size(r.settled_bytes)} settled" if r.settled_bytes else ""),
-            _duration(r.commit_s) if r.commit_s is not None else "-",
-            _duration(r.latest_s) if r.latest_s is not None else "-",
-            _duration(r.history_s) if r.history_s is not None else "-",
+            (size(r.stored_bytes) if r.stored_bytes is not None else "-")
+            + (f"; {size(r.settled_bytes)} settled" if r.settled_bytes else ""),
+            duration(r.commit_s) if r.commit_s is not None else "-",
+            duration(r.latest_s) if r.latest_s is not None else "-",
+            duration(r.history_s) if r.history_s is not None else "-",
         ])  # fmt: skip
-    rows.append(["zstd-3 floor (distinct values)", _size(peers.floor_bytes), "-", "-", "-"])
+    rows.append(["zstd-3 floor (distinct values)", size(peers.floor_bytes), "-", "-", "-"])
     for r in peers.results:
         rows.append([
             f"snapvc / {r.name}",
-            _ratio(snap.store_bytes, r.stored_bytes)
-            + (f"; {_ratio(snap.store_bytes_closed, r.settled_bytes)} settled" if r.settled_bytes else ""),
-            _ratio(snap.commit_last_s, r.commit_s),
-            _ratio(snap.checkout_s, r.latest_s),
-            _ratio(snap.log_s, r.history_s),
+            ratio(snap.store_bytes, r.stored_bytes)
+            + (f"; {ratio(snap.store_bytes_closed, r.settled_bytes)} settled" if r.settled_bytes else ""),
+            ratio(snap.commit_last_s, r.commit_s),
+            ratio(snap.checkout_s, r.latest_s),
+            ratio(snap.log_s, r.history_s),
         ])  # fmt: skip
-    rows.append(["snapvc / zstd-3 floor", _ratio(snap.store_bytes_closed, peers.floor_bytes) + " settled",
+    rows.append(["snapvc / zstd-3 floor", ratio(snap.store_bytes_closed, peers.floor_bytes) + " settled",
                  "-", "-", "-"])  # fmt: skip
     return header, rows
 
@@ -474,46 +507,25 @@ def _notes(snap: Report, peers: PeersReport) -> list[str]:
     return lines
 
 
-def format_peers_table(snap: Report, peers: PeersReport) -> str:
-    """The comparison as an aligned plain-text table with notes."""
+def peers_blocks(snap: Report, peers: PeersReport) -> list[Table | str]:
+    """The comparison as a table and, for the Markdown page, what it measured and the versions."""
     header, rows = _peer_rows(snap, peers)
-    widths = [max(len(row[c]) for row in [header, *rows]) for c in range(len(header))]
-
-    def fmt(row: list[str]) -> str:
-        return "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
-
-    lines = [f"Peers: the same workload ({peers.steps} steps, seed {peers.seed})", fmt(header),
-             fmt(["-" * w for w in widths])]  # fmt: skip
-    lines.extend(fmt(row) for row in rows)
-    lines.append("")
-    lines.extend(_notes(snap, peers))
-    lines.append("versions: " + "; ".join(f"{k} {v}" for k, v in peers.versions.items()))
-    lines.append("peer checks passed: " + "; ".join(peers.checks))
-    return "\n".join(lines)
-
-
-def format_peers_markdown(snap: Report, peers: PeersReport) -> list[str]:
-    """The "Peers" section of ``docs/benchmarks.md``, as lines."""
-    header, rows = _peer_rows(snap, peers)
-    out = [
-        "## Peers",
-        "",
-        "The same workload (same seed, same steps) stored, in the same process, by LangGraph's",
-        "`SqliteSaver` and `InMemorySaver` (driven as LangGraph's loop drives them: one channel",
-        "per top-level key, a channel's version bumped only when its value changed, one `put`",
-        "per step holding every channel's value), by `git` (one JSON file per top-level key,",
-        "one text file per document, `git add -A` and `git commit` per step, automatic gc off),",
-        "and the floor: every distinct message, document version and scratchpad value",
-        "compressed with zstd level 3 on its own, summed (`benchmarks/peers.py`). Ratios are",
-        "snapvc / peer: below 1 means snapvc is smaller or faster. `get_tuple` and `list`",
-        "return whole deserialized checkpoints; `git log --oneline` reads only the commits.",
-        "",
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
-    ]
-    out.extend("| " + " | ".join(row) + " |" for row in rows)
-    out += ["", *[f"  - {line.strip()}" if line.startswith("  ") else f"- {line}" for line in _notes(snap, peers)], ""]
-    out += ["| peer | version |", "|---|---|"]
-    out.extend(f"| {name} | {version} |" for name, version in peers.versions.items())
-    out.append("")
-    return out
+    notes = [f"  - {line.strip()}" if line.startswith("  ") else f"- {line}" for line in _notes(snap, peers)]
+    return [
+        "\n".join([
+            "### Peers",
+            "",
+            "The same workload (same seed, same steps) stored, in the same run, by LangGraph's",
+            "`SqliteSaver` and `InMemorySaver` (driven as LangGraph's loop drives them: one channel",
+            "per top-level key, a channel's version bumped only when its value changed, one `put`",
+            "per step holding every channel's value), by `git` (one JSON file per top-level key,",
+            "one text file per document, `git add -A` and `git commit` per step, automatic gc off),",
+            "and the floor: every distinct message, document version and scratchpad value",
+            "compressed with zstd level 3 on its own, summed (`benchmarks/peers.py`). Ratios are",
+            "snapvc / peer: below 1 means snapvc is smaller or faster. `get_tuple` and `list`",
+            "return whole deserialized checkpoints; `git log --oneline` reads only the commits.",
+        ]),
+        Table(header, rows, f"Peers: the same workload ({peers.steps} steps, seed {peers.seed})"),
+        "\n".join(notes),
+        Table(["peer", "version"], [[name, version] for name, version in peers.versions.items()]),
+    ]  # fmt: skip

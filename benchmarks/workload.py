@@ -30,7 +30,7 @@ import itertools
 import random
 from typing import Any
 
-__all__ = ["AgentRun", "TextGenerator", "TOOLS"]
+__all__ = ["AgentRun", "TextGenerator", "TOOLS", "library", "compressible_bytes"]
 
 _ONSETS = (
     "b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z",
@@ -225,3 +225,38 @@ class AgentRun:
         counters["tokens_in"] += len(result) // 4
         counters["tokens_out"] += len(said) // 4
         return state
+
+
+def library(seed: int, count: int, length: int, *, pool: int = 50_000) -> dict[str, str]:
+    """``count`` documents of exactly ``length`` characters, ``doc-0000`` onwards.
+
+    For hundreds of megabytes, where ``TextGenerator.text`` would take a minute: each
+    document is sentences drawn at random from a pool of ``pool`` sentences that
+    ``TextGenerator`` wrote, in paragraphs. No two documents share a run of sentences
+    long enough to be stored once for both, and each compresses like prose.
+    """
+    text = TextGenerator(seed)
+    rng = random.Random(_mix(seed, 4))
+    sentences = [text.sentence(rng) for _ in range(pool)]
+    mean = sum(map(len, sentences)) / pool + 1
+    docs = {}
+    for k in range(count):
+        parts: list[str] = []
+        size = 0
+        while size < length:
+            batch = rng.choices(sentences, k=int((length - size) / mean) + 8)
+            paragraph = rng.randint(3, 8)
+            for i in range(0, len(batch), paragraph):
+                chunk = " ".join(batch[i : i + paragraph]) + "\n\n"
+                parts.append(chunk)
+                size += len(chunk)
+        docs[f"doc-{k:04d}"] = "".join(parts)[:length]
+    return docs
+
+
+def compressible_bytes(seed: int, n: int) -> bytes:
+    """``n`` random bytes drawn from 16 values: zstd at level 3 shrinks them about 1.9x,
+    with no repeats for deduplication to find."""
+    rng = random.Random(_mix(seed, 5))
+    alphabet = bytes(range(0x41, 0x51))
+    return rng.randbytes(n).translate(bytes(alphabet[b % 16] for b in range(256)))

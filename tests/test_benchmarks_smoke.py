@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,24 +22,24 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from benchmarks.agent_run import (  # noqa: E402
-    environment,
-    format_markdown,
-    format_table,
-    run_agent_benchmark,
-)
-from benchmarks.workload import TOOLS, AgentRun  # noqa: E402
+from benchmarks import peers as peer_bench  # noqa: E402
+from benchmarks import suite  # noqa: E402
+from benchmarks.__main__ import main as bench_main  # noqa: E402
+from benchmarks.agent_run import report_blocks, run_agent_benchmark  # noqa: E402
+from benchmarks.large_state import state_available  # noqa: E402
+from benchmarks.measure import QUICK, Section, Table, environment, percentile  # noqa: E402
+from benchmarks.workload import TOOLS, AgentRun, compressible_bytes, library  # noqa: E402
 
 SMALL = {"documents": 5, "doc_size": 4_000}
 
 
-# --- the benchmark, end to end ---------------------------------------------------------
+# --- the agent-run benchmark, end to end -----------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory):
     folder = tmp_path_factory.mktemp("bench")
-    return run_agent_benchmark(20, documents=5, folder=folder)
+    return run_agent_benchmark(20, documents=5, folder=folder, growth_at=(0, 10, 20))
 
 
 NUMERIC_FIELDS = [
@@ -49,6 +50,8 @@ NUMERIC_FIELDS = [
     "final_state_bytes",
     "commit_first_s",
     "commit_last_s",
+    "commit_median_s",
+    "commit_p99_s",
     "commit_total_s",
     "checkout_s",
     "checkout_fresh_s",
@@ -73,22 +76,25 @@ def test_report_reads_back_what_it_committed(report) -> None:
     assert any("snapshot" in check for check in report.checks)
 
 
+def test_report_records_the_size_at_each_growth_point(report) -> None:
+    assert list(report.growth) == [0, 10, 20]
+    assert 0 < report.growth[0] <= report.growth[10] <= report.growth[20]
+
+
 def test_report_includes_repository_stats(report) -> None:
     for name in ("objects", "stored_bytes", "logical_bytes", "dedup_ratio"):
         assert getattr(report.stats, name) > 0
     assert report.stats_text
 
 
-def test_report_renders_as_text_markdown_and_json(report) -> None:
+def test_report_renders_as_a_table_and_markdown(report) -> None:
     rows = report.rows()
     assert all(name and value for name, value in rows)
-    assert "repo.stats():" in format_table(report)
-    env = environment()
-    assert {"platform", "cpus", "python", "snapvc", "blake3", "zstandard", "msgpack"} <= env.keys()
-    page = format_markdown(report, env, "python -m benchmarks --steps 20")
-    assert page.startswith("# Benchmarks")
-    assert "python -m benchmarks --steps 20" in page
-    assert f"| {rows[0][0]} | {rows[0][1]} |" in page
+    table, stats, *_ = report_blocks(report)
+    assert isinstance(table, Table) and table.rows == [[name, value] for name, value in rows]
+    assert report.stats_text in stats
+    assert f"| {rows[0][0]} | {rows[0][1]} |" in "\n".join(table.markdown())
+    assert {"platform", "cpus", "python", "snapvc", "blake3", "zstandard", "msgpack", "orjson"} <= environment().keys()
     json.dumps(report.as_dict())
 
 
@@ -96,6 +102,135 @@ def test_benchmark_leaves_no_repository_behind_in_its_own_temporary_folder(monke
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     run_agent_benchmark(2, documents=1, doc_size=2_000, measure_memory=False)
     assert list(tmp_path.iterdir()) == []
+
+
+# --- every workload at the quick scale -------------------------------------------------
+
+# What each workload must have checked, beyond reading back its latest state.
+EXPECTED_CHECKS = {
+    "agent-run": ["checkout after the run equals the state in memory"],
+    "growth": ["SqliteSaver: the latest state equals", "InMemorySaver: the latest state equals"],
+    "large-state": ["snapshot['documents']"],
+    "wide-map": ["diffs names exactly the keys changed"],
+    "long-list": ["snapshot['events'][10000]"],
+    "deep-history": ["main~150 resolves to commit 49", "main~150 checks out to the state committed then"],
+    "branching": ["each of the 3 branches checks out equal", "InMemorySaver: each of 3 threads"],
+}
+
+
+PEERS = peer_bench.peers_available() and shutil.which("git") is not None
+needs_peers = pytest.mark.skipif(not PEERS, reason="the LangGraph checkpointers or git are not installed")
+
+
+@pytest.fixture(scope="module")
+def sections() -> dict[str, Section]:
+    """Every workload at the quick scale, in this process; peers where they are cheap."""
+    with_peers = {"growth", "branching"} if PEERS else set()
+    return {
+        name: suite.run_workload(name, QUICK, peers=name in with_peers, in_process=True)
+        for name in suite.WORKLOADS
+    }
+
+
+def test_every_workload_is_in_the_suite() -> None:
+    assert list(EXPECTED_CHECKS) == list(suite.WORKLOADS)
+
+
+@pytest.mark.parametrize("name", list(EXPECTED_CHECKS))
+def test_workload_reads_back_what_it_committed(sections, name: str) -> None:
+    section = sections[name]
+    assert any("checkout" in check and "equals the state" in check for check in section.checks)
+    for expected in EXPECTED_CHECKS[name]:
+        if not PEERS and "Saver" in expected:
+            continue
+        assert any(expected in check for check in section.checks), (expected, section.checks)
+
+
+@pytest.mark.parametrize("name", list(EXPECTED_CHECKS))
+def test_workload_reports_tables_and_summary_figures(sections, name: str) -> None:
+    section = sections[name]
+    assert section.name == name and section.title and section.intro
+    tables = section.tables()
+    assert tables and all(table.rows for table in tables)
+    for table in tables:
+        assert all(len(row) == len(table.header) for row in table.rows)
+        assert all(cell.strip() for row in table.rows for cell in row[:1])
+    (label, figures, _maxrss), *_ = section.summary
+    assert label and figures.commits > 0
+    for value in (figures.open_bytes, figures.closed_bytes, figures.commit_median_s, figures.commit_p99_s,
+                  figures.checkout_s, figures.read_s, figures.log_s):
+        assert value > 0
+    assert figures.commit_p99_s >= figures.commit_median_s
+    assert section.text().startswith(section.title)
+    assert section.markdown()[0] == f"## {section.title}"
+
+
+@needs_peers
+def test_growth_table_has_every_point_for_snapvc_and_each_peer(sections) -> None:
+    curve = sections["growth"].tables()[0]
+    assert [row[0] for row in curve.rows[: len(QUICK.growth_steps) + 1]] == ["0", "5", "10", "20"]
+    assert curve.header[1::2] == ["snapvc", "LangGraph SqliteSaver", "LangGraph InMemorySaver", "git (.git before gc)"]
+    assert "not run" not in " ".join(cell for row in curve.rows for cell in row)
+
+
+def test_large_state_reports_throughput_against_the_limits(sections) -> None:
+    throughput, limits, commits, _ = sections["large-state"].tables()
+    assert [row[0] for row in limits.rows][:3] == ["blake3", "zstd level 3 compress (one value per call)", "zstd decompress"]
+    assert all(row[4].endswith("%") for row in throughput.rows)
+    state_row = commits.rows[1]
+    if state_available():
+        assert state_row[1] != "State working copy not available"
+        assert any("same tree" in check for check in sections["large-state"].checks)
+    else:
+        assert state_row[1] == "State working copy not available"
+
+
+@needs_peers
+def test_branching_compares_every_system(sections) -> None:
+    forks = sections["branching"].tables()[0]
+    assert [row[0] for row in forks.rows] == ["snapvc", "LangGraph SqliteSaver", "LangGraph InMemorySaver", "git"]
+
+
+def test_summary_and_page_hold_every_section(sections) -> None:
+    summary = suite.summary_table(list(sections.values()))
+    assert len(summary.rows) == len(sections)
+    text = suite.page(list(sections.values()), environment(), "python -m benchmarks --quick", QUICK)
+    assert text.startswith("# Benchmarks")
+    for section in sections.values():
+        assert f"## {section.title}" in text
+    assert "python -m benchmarks --quick" in text and "## Machine" in text
+
+
+def test_command_runs_a_workload_in_a_child_process_and_writes_json(tmp_path, capsys) -> None:
+    out = tmp_path / "figures.json"
+    assert bench_main(["--quick", "--workload", "deep-history", "--no-peers", "--out", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    (section,) = figures["sections"]
+    (_label, store, maxrss) = section["summary"][0]
+    assert section["name"] == "deep-history" and store["commits"] == QUICK.history_commits
+    assert maxrss > 0  # the child's own peak RSS, from os.wait4
+    assert "Deep history" in capsys.readouterr().out
+
+
+def test_write_docs_needs_the_full_run() -> None:
+    with pytest.raises(SystemExit):
+        bench_main(["--quick", "--write-docs"])
+
+
+def test_percentile_is_the_nearest_rank() -> None:
+    assert percentile(list(range(1, 101)), 99) == 99
+    assert percentile([5.0], 99) == 5.0
+
+
+def test_large_documents_have_the_asked_length_and_compress_like_prose() -> None:
+    docs = library(3, 4, 10_000, pool=2_000)
+    assert list(docs) == ["doc-0000", "doc-0001", "doc-0002", "doc-0003"]
+    assert {len(doc) for doc in docs.values()} == {10_000} and len(set(docs.values())) == 4
+    assert docs == library(3, 4, 10_000, pool=2_000)
+    compressor = zstandard.ZstdCompressor(level=3)
+    assert 2.3 < 10_000 / len(compressor.compress(docs["doc-0001"].encode())) < 4
+    blob = compressible_bytes(1, 100_000)
+    assert len(blob) == 100_000 and 1.5 < len(blob) / len(compressor.compress(blob)) < 2.5
 
 
 # --- the workload ----------------------------------------------------------------------
