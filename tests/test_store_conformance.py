@@ -524,6 +524,17 @@ def test_a_dictionary_trained_in_a_rolled_back_write_is_not_used_afterwards(tmp_
     file.close()
 
 
+def test_the_dictionary_is_trained_on_a_sample_of_the_whole_batch(stack: Stores) -> None:
+    # A first commit whose first objects are all of one kind (a binary blob's chunks)
+    # must not give a dictionary that knows nothing of the rest.
+    rnd = random.Random(9)
+    binary = [blob(rnd.randbytes(4000)) for _ in range(400)]  # 1.6 MB, first in the batch
+    prose = prose_blobs(200, seed=7)
+    stack.store.put_many(binary + prose)
+    plain = sum(len(zstandard.ZstdCompressor(level=3).compress(data)) for _, data in prose)
+    assert sum(len(frame_of(stack, oid)) for oid, _ in prose) < plain  # sampled from the blob alone: 1.3x plain
+
+
 def test_deleting_objects_keeps_the_dictionary_in_use(stack: Stores) -> None:
     first = prose_blobs(120, seed=1)
     stack.store.put_many(first)

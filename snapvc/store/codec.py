@@ -360,7 +360,13 @@ class CompressedStore(_Wrapper):
         enough, train the dictionary they (and every later full frame) are compressed with."""
         if self._writing is not None or not self._keeps_dictionaries or self._train_attempts >= MAX_TRAIN_ATTEMPTS:
             return
-        for data in full:
+        # Spread the samples over the whole batch: the first objects of a large first
+        # commit are often all of one kind (a binary blob's chunks, say), and a dictionary
+        # trained on those alone serves the rest badly.
+        room = SAMPLE_MAX_BYTES - self._sampled
+        offered = sum(min(len(data), SAMPLE_OBJECT_BYTES) for data in full)
+        step = max(1, -(-offered // room)) if room > 0 else 0
+        for data in full[::step] if step else ():
             if self._sampled >= SAMPLE_MAX_BYTES:
                 break
             sample = data[:SAMPLE_OBJECT_BYTES]
