@@ -10,12 +10,10 @@ import argparse
 import json
 import shlex
 import sys
-from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any
 
 from benchmarks import peers as peer_bench
-from benchmarks.measure import FULL, QUICK, BenchmarkFailure, environment
+from benchmarks.measure import FULL, QUICK, BenchmarkFailure, environment, to_json
 from benchmarks.suite import (
     DOCS_PATH,
     SCALES,
@@ -78,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         if args.out.suffix == ".json":
             figures = {"scale": scale.name, "environment": env, "command": command,
-                       "sections": [_jsonable(asdict(s)) for s in sections]}  # fmt: skip
+                       "sections": [to_json(s) for s in sections]}  # fmt: skip
             args.out.write_text(json.dumps(figures, indent=2) + "\n")
         else:
             args.out.write_text(markdown)
@@ -87,18 +85,6 @@ def main(argv: list[str] | None = None) -> int:
         DOCS_PATH.write_text(markdown)
         print(f"wrote {DOCS_PATH}", file=sys.stderr)
     return 0
-
-
-def _jsonable(value: Any) -> Any:
-    if is_dataclass(value) and not isinstance(value, type):
-        return _jsonable(asdict(value))
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return str(value)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ from benchmarks.measure import (
 )
 from benchmarks.workload import AgentRun
 
-__all__ = ["NAME", "TITLE", "Forks", "parts", "run", "section"]
+__all__ = ["NAME", "TITLE", "RESULTS", "Forks", "BranchingFigures", "parts", "run", "section"]
 
 NAME = "branching"
 TITLE = "Branching"
@@ -67,6 +67,18 @@ class Forks:
     def ideal_bytes(self) -> int:
         """The fork's bytes plus each branch's own increment: what sharing the fork costs."""
         return self.fork_bytes + self.branches * (self.single_bytes - self.fork_bytes)
+
+
+@dataclass
+class BranchingFigures:
+    """snapvc's part: its sizes, and the common figures of the last branch, ``branch``."""
+
+    forks: Forks
+    figures: StoreFigures
+    branch: str
+
+
+RESULTS = {"snapvc": BranchingFigures, "peers": list[Forks]}
 
 
 def parts(scale: Scale, peers: bool) -> list[str]:
@@ -109,7 +121,7 @@ def _closed_size(path: Path) -> int:
     return sum(store_files(path).values())
 
 
-def _run_snapvc(scale: Scale, seed: int, folder: Path, say: Callable[[str], None]) -> dict[str, Any]:
+def _run_snapvc(scale: Scale, seed: int, folder: Path, say: Callable[[str], None]) -> BranchingFigures:
     checks: list[str] = []
     path = folder / "branches.snapvc"
     repo = snapvc.open(str(path))
@@ -145,7 +157,7 @@ def _run_snapvc(scale: Scale, seed: int, folder: Path, say: Callable[[str], None
     )  # fmt: skip
     forks = Forks("snapvc", sizes[0], sizes[1], figures.closed_bytes, scale.branches,
                   "SQLite file after close", checks)  # fmt: skip
-    return {"forks": forks, "figures": figures, "branch": name}
+    return BranchingFigures(forks, figures, name)
 
 
 def _run_saver(kind: str, scale: Scale, seed: int, folder: Path, say: Callable[[str], None]) -> Forks:
@@ -208,9 +220,9 @@ def _run_git(scale: Scale, seed: int, folder: Path, say: Callable[[str], None]) 
 
 
 def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
-    value = results["snapvc"].value
-    figures: StoreFigures = value["figures"]
-    systems: list[Forks] = [value["forks"], *(results["peers"].value if "peers" in results else [])]
+    value: BranchingFigures = results["snapvc"].value
+    figures = value.figures
+    systems: list[Forks] = [value.forks, *(results["peers"].value if "peers" in results else [])]
     n = scale.branches
     table = Table(
         ["system", f"at the fork (step {scale.fork_at})", "one branch alone", f"{n} branches",
@@ -237,7 +249,7 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
         "savers a fork is a new thread whose first checkpoint holds the values of `main`'s "
         f"step-{scale.fork_at} checkpoint; for git, `git checkout -b`. Sizes: "
         + "; ".join(f"{s.name}: {s.detail}" for s in systems)
-        + f". snapvc's figures below are for `{value['branch']}` (commits: every branch's).",
+        + f". snapvc's figures below are for `{value.branch}` (commits: every branch's).",
         [table, *([ratios] if len(systems) > 1 else []), key_value_table(rows, "snapvc")],
         checks=checks,
         summary=[summary_row(f"branching, {n} branches", figures, results["snapvc"])],

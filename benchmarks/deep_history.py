@@ -15,6 +15,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from benchmarks.measure import (
 )
 from benchmarks.workload import TextGenerator
 
-__all__ = ["NAME", "TITLE", "parts", "run", "section"]
+__all__ = ["NAME", "TITLE", "RESULTS", "HistoryFigures", "parts", "run", "section"]
 
 NAME = "deep-history"
 TITLE = "Deep history"
@@ -43,11 +44,25 @@ BRANCH = "main"
 NOTES = 25
 
 
+@dataclass
+class HistoryFigures:
+    """The common figures, and how long ``repo.resolve(rev)`` takes. Times are seconds."""
+
+    rev: str
+    resolve_s: float
+    resolve_fresh_s: float
+    figures: StoreFigures
+    checks: list[str] = field(default_factory=list)
+
+
+RESULTS = {"snapvc": HistoryFigures}
+
+
 def parts(scale: Scale, peers: bool) -> list[str]:
     return ["snapvc"]
 
 
-def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> Any:
+def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> HistoryFigures:
     text = TextGenerator(seed)
     rng = random.Random(seed * 7919 + 31)
     notes = {f"note-{k:02d}": text.phrase(rng, 20, 60) for k in range(NOTES)}
@@ -85,24 +100,18 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> Any:
                 fresh_resolve.append(time.perf_counter() - t0)
             finally:
                 fresh.close()
-    return {
-        "rev": rev,
-        "resolve_s": resolve_s,
-        "resolve_fresh_s": statistics.median(fresh_resolve),
-        "figures": figures,
-        "checks": checks,
-    }
+    return HistoryFigures(rev, resolve_s, statistics.median(fresh_resolve), figures, checks)
 
 
 def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
-    value = results["snapvc"].value
-    figures: StoreFigures = value["figures"]
-    rev = value["rev"]
+    value: HistoryFigures = results["snapvc"].value
+    figures = value.figures
+    rev = value.rev
     rows = [
         ("state", f"a step counter and {NOTES} notes, 3 rewritten per commit"),
         *figures.rows(),
-        (f"repo.resolve({rev!r}), freshly opened (median of {scale.repeats})", duration(value["resolve_fresh_s"])),
-        (f"repo.resolve({rev!r}), again (median of {scale.repeats})", duration(value["resolve_s"])),
+        (f"repo.resolve({rev!r}), freshly opened (median of {scale.repeats})", duration(value.resolve_fresh_s)),
+        (f"repo.resolve({rev!r}), again (median of {scale.repeats})", duration(value.resolve_s)),
         ("peak RSS (process)", size(results["snapvc"].maxrss_bytes)),
     ]
     return Section(
@@ -113,6 +122,6 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
         f"`repo.resolve(\"{rev}\")` and `snapvc.open`, freshly opened and again; `{rev}` must "
         "resolve to the commit made that many commits earlier and check out to its state.",
         [key_value_table(rows, "snapvc")],
-        checks=value["checks"],
+        checks=value.checks,
         summary=[summary_row(f"deep history, {scale.history_commits:,} commits", figures, results["snapvc"])],
     )

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import peers as peer_bench
-from benchmarks.agent_run import report_blocks, run_agent_benchmark
+from benchmarks.agent_run import Report, report_blocks, run_agent_benchmark
 from benchmarks.measure import (
     PartResult,
     Scale,
@@ -44,7 +44,7 @@ from benchmarks.measure import (
 )
 from benchmarks.workload import AgentRun
 
-__all__ = ["NAME", "TITLE", "Curve", "parts", "run", "section", "peer_curve"]
+__all__ = ["NAME", "TITLE", "RESULTS", "Curve", "parts", "run", "section", "peer_curve"]
 
 NAME = "growth"
 TITLE = "Growth"
@@ -62,6 +62,9 @@ class Curve:
     checks: list[str] = field(default_factory=list)
 
 
+RESULTS = {"snapvc": Report, "sqlite": Curve, "memory": Curve, "git": Curve}
+
+
 def parts(scale: Scale, peers: bool) -> list[str]:
     peer_parts = ["sqlite", "memory"] + (["git"] if shutil.which("git") else [])
     return ["snapvc", *peer_parts] if peers else ["snapvc"]
@@ -72,7 +75,7 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> Any:
     if part == "snapvc":
         return run_agent_benchmark(
             scale.growth_steps[-1], documents=scale.documents, doc_size=scale.doc_size, seed=seed,
-            measure_memory=False, growth_at=(0, *scale.growth_steps), progress=say,
+            measure_memory=False, with_state=False, growth_at=(0, *scale.growth_steps), progress=say,
         )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="snapvc-growth-") as tmp:
         return peer_curve(part, workload, scale.growth_steps, scale.peer_budget_s, Path(tmp), say)

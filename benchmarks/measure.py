@@ -4,6 +4,11 @@ A workload measures snapvc through ``measure_store`` (the same figures for every
 workload: stored bytes while open and after close, commit median and p99, checkout,
 a one-key lazy read, the log) and describes its results as a ``Section`` of ``Table``
 rows, which ``benchmarks.suite`` prints and writes to ``docs/benchmarks.md``.
+
+A part's figures travel from the process that measured them as JSON: ``to_json`` turns
+dataclasses, lists, tuples and dicts of numbers and strings into JSON values, and
+``from_json`` rebuilds them from the type they were declared with (a dataclass's field
+types say what each field holds).
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ import statistics
 import subprocess
 import textwrap
 import time
+import types
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import snapvc
 
@@ -35,8 +41,12 @@ __all__ = [
     "PartResult",
     "summary_row",
     "key_value_table",
+    "commit_table",
+    "to_json",
+    "from_json",
     "measure_store",
     "timed_commits",
+    "timed_snapshots",
     "check",
     "median_time",
     "percentile",
@@ -191,6 +201,42 @@ def timed_commits(
     return times, commits
 
 
+def timed_snapshots(
+    path: Path,
+    branch: str,
+    initial: dict[str, Any],
+    change: Callable[[snapvc.State, int], object],
+    count: int,
+    tree: snapvc.ObjectId,
+    checks: list[str],
+    say: Callable[[str], None],
+) -> list[float]:
+    """The same changes as ``timed_commits``, made through the ``State`` working copy on a
+    new repository at ``path``: commit ``initial`` on ``branch``, load it with
+    ``repo.state(branch)`` and snapshot once (the first snapshot after loading encodes the
+    loaded state once), then ``count`` times call ``change(state, j)`` (which changes the
+    working copy) and time ``state.snapshot``. The last snapshot must have ``tree``, the
+    plain-dict commits' last tree. Returns each snapshot's time."""
+    times = []
+    repo = snapvc.open(str(path))
+    try:
+        repo.commit(initial, branch=branch, message="commit 0", metadata={"step": 0})
+        state = repo.state(branch)
+        state.snapshot(message="loaded")
+        for j in range(1, count + 1):
+            change(state, j)
+            t0 = time.perf_counter()
+            state.snapshot(message=f"commit {j}", metadata={"step": j})
+            times.append(time.perf_counter() - t0)
+            if j % max(1, count // 5) == 0:
+                say(f"  {branch}, through State: snapshot {j:,}/{count:,}")
+        check(repo.get_commit(repo.resolve(branch)).tree == tree, checks,
+              "the State working copy ends at the same tree as the plain-dict commits")  # fmt: skip
+    finally:
+        repo.close()
+    return times
+
+
 # --- the figures every workload reports for snapvc -------------------------------------
 
 
@@ -213,6 +259,10 @@ class StoreFigures:
     log_s: float
     log_cold_s: float
     repeats: int
+    # the same changes committed through the State working copy, where a workload does
+    # (the summary table shows them; each section has its own table of them)
+    state_commit_median_s: float | None = None
+    state_commit_p99_s: float | None = None
 
     def rows(self) -> list[tuple[str, str]]:
         files = " + ".join(f"{name} {size(n)}" for name, n in self.open_files.items())
@@ -422,6 +472,63 @@ class Section:
 
 def key_value_table(rows: Sequence[tuple[str, str]], caption: str = "") -> Table:
     return Table(["figure", "value"], [[name, value] for name, value in rows], caption)
+
+
+def commit_table(what: str, runs: Sequence[tuple[str, Sequence[float]]], caption: str) -> Table:
+    """Commit times of the same changes committed different ways: ``(how, times)`` per
+    row, shown as their median and p99."""
+    rows = [[f"{how} ({len(times):,} commits)", duration(percentile(times, 50)), duration(percentile(times, 99))]
+            for how, times in runs]  # fmt: skip
+    return Table([what, "median", "p99"], rows, caption)
+
+
+# --- figures as JSON -------------------------------------------------------------------
+
+
+def to_json(value: Any) -> Any:
+    """``value`` as JSON values: a dataclass as a dict of its fields, a tuple as a list,
+    dict keys as strings. Anything but numbers, strings, booleans and None inside raises
+    ``TypeError``."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"a {type(value).__name__} is not a figure: give its numbers and text instead")
+
+
+def from_json(data: Any, kind: Any) -> Any:
+    """The value of type ``kind`` that ``to_json`` turned into ``data``. ``kind`` is a
+    dataclass, ``int``, ``float``, ``str``, ``bool``, ``None``, ``Any`` (taken as it is),
+    or ``list``, ``tuple``, ``dict`` or ``X | None`` of those."""
+    if kind is Any:
+        return data
+    if isinstance(kind, type) and is_dataclass(kind):
+        hints = get_type_hints(kind)
+        return kind(**{f.name: from_json(data[f.name], hints[f.name]) for f in fields(kind) if f.init})
+    origin, args = get_origin(kind), get_args(kind)
+    if origin in (Union, types.UnionType):
+        if data is None and type(None) in args:
+            return None
+        (other,) = [a for a in args if a is not type(None)]  # only ``X | None`` is supported
+        return from_json(data, other)
+    if origin is list:
+        return [from_json(v, args[0]) for v in data]
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(from_json(v, args[0]) for v in data)
+        return tuple(from_json(v, a) for v, a in zip(data, args, strict=True))
+    if origin is dict:
+        key = int if args[0] is int else str
+        return {key(k): from_json(v, args[1]) for k, v in data.items()}
+    if kind is float and isinstance(data, (int, float)) and not isinstance(data, bool):
+        return float(data)
+    if kind in (int, str, bool, type(None)) and type(data) is kind:
+        return data
+    raise TypeError(f"cannot read {data!r} as {kind!r}")
 
 
 # --- the machine -----------------------------------------------------------------------

@@ -1,20 +1,22 @@
 """The workloads, each part of one run in a process of its own, and the page they make.
 
 A workload is a module with ``NAME``, ``TITLE``, ``parts(scale, peers)`` (the parts to
-run: ``"snapvc"``, then peers or limits), ``run(part, scale, seed, say)`` (runs one part
-and returns its figures) and ``section(results, scale, seed)`` (turns every part's
-figures into a ``Section``).
+run: ``"snapvc"``, then peers or limits), ``RESULTS`` (the type of each part's figures),
+``run(part, scale, seed, say)`` (runs one part and returns its figures) and
+``section(results, scale, seed)`` (turns every part's figures into a ``Section``).
 
 ``run_workload`` runs each part in a child process (``python -m benchmarks --part ...``)
-that pickles its figures to a temporary file, and takes the child's peak resident set
-size from ``os.wait4`` (the ``ru_maxrss`` of that child alone): a workload's memory is
-not inflated by the ones before it, nor snapvc's by a peer's.
+that writes its figures as JSON to a temporary file (``measure.to_json``; the parent
+rebuilds them with ``measure.from_json`` and the part's type in ``RESULTS``), and takes
+the child's peak resident set size from ``os.wait4`` (the ``ru_maxrss`` of that child
+alone): a workload's memory is not inflated by the ones before it, nor snapvc's by a
+peer's. Run in this process, a part's figures make the same round trip through JSON.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import pickle
 import subprocess
 import sys
 import tempfile
@@ -42,7 +44,9 @@ from benchmarks.measure import (
     Section,
     Table,
     duration,
+    from_json,
     size,
+    to_json,
 )
 
 __all__ = ["WORKLOADS", "SCALES", "DOCS_PATH", "run_workload", "run_part", "summary_table", "page"]
@@ -59,6 +63,16 @@ SCALES = {scale.name: scale for scale in (FULL, QUICK)}
 def run_part(workload: str, part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> object:
     """Run one part of a workload in this process."""
     return WORKLOADS[workload].run(part, scale, seed, say)
+
+
+def part_json(value: object) -> str:
+    """A part's figures as JSON text."""
+    return json.dumps(to_json(value), allow_nan=False)
+
+
+def part_from_json(workload: str, part: str, text: str) -> object:
+    """A part's figures rebuilt from ``part_json``'s text, as the type the workload declares."""
+    return from_json(json.loads(text), WORKLOADS[workload].RESULTS[part])
 
 
 def run_workload(
@@ -78,7 +92,8 @@ def run_workload(
         say(f"{name}: {part}")
         t0 = time.perf_counter()
         if in_process:
-            results[part] = PartResult(run_part(name, part, scale, seed, say), 0, time.perf_counter() - t0)
+            value = part_from_json(name, part, part_json(run_part(name, part, scale, seed, say)))
+            results[part] = PartResult(value, 0, time.perf_counter() - t0)
         else:
             value, maxrss = _in_child(name, part, scale, seed)
             results[part] = PartResult(value, maxrss, time.perf_counter() - t0)
@@ -88,7 +103,7 @@ def run_workload(
 
 def _in_child(workload: str, part: str, scale: Scale, seed: int) -> tuple[object, int]:
     with tempfile.TemporaryDirectory(prefix="snapvc-part-") as tmp:
-        result = Path(tmp) / "result.pickle"
+        result = Path(tmp) / "result.json"
         command = [sys.executable, "-m", "benchmarks", "--part", workload, part, "--scale", scale.name,
                    "--seed", str(seed), "--result", str(result)]  # fmt: skip
         child = subprocess.Popen(command, cwd=ROOT)
@@ -96,14 +111,13 @@ def _in_child(workload: str, part: str, scale: Scale, seed: int) -> tuple[object
         child.returncode = os.waitstatus_to_exitcode(status)
         if child.returncode != 0 or not result.exists():
             raise BenchmarkFailure(f"{workload}: part {part!r} failed (exit code {child.returncode})")
-        with result.open("rb") as f:
-            value = pickle.load(f)  # written by the child just started, from this same code
+        value = part_from_json(workload, part, result.read_text(encoding="utf-8"))
     maxrss = usage.ru_maxrss if sys.platform == "darwin" else usage.ru_maxrss * 1024
     return value, maxrss
 
 
 def child_main(workload: str, part: str, scale: str, seed: int, result: Path) -> int:
-    """``python -m benchmarks --part``: run one part and pickle its figures to ``result``."""
+    """``python -m benchmarks --part``: run one part and write its figures to ``result`` as JSON."""
 
     def say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -113,8 +127,7 @@ def child_main(workload: str, part: str, scale: str, seed: int, result: Path) ->
     except BenchmarkFailure as exc:
         print(f"{workload}/{part}: {exc}", file=sys.stderr, flush=True)
         return 3
-    with result.open("wb") as f:
-        pickle.dump(value, f)
+    result.write_text(part_json(value), encoding="utf-8")
     return 0
 
 
@@ -124,13 +137,18 @@ def child_main(workload: str, part: str, scale: str, seed: int, result: Path) ->
 def summary_table(sections: Sequence[Section]) -> Table:
     """snapvc's common figures for every workload, one row each."""
     header = ["workload", "stored (open)", "stored (closed)", "commit median", "commit p99",
-              "checkout", "one-key read", "log", "peak RSS"]  # fmt: skip
+              "State commit median", "State commit p99", "checkout", "one-key read", "log", "peak RSS"]  # fmt: skip
     rows = []
+
+    def maybe(seconds: float | None) -> str:
+        return "-" if seconds is None else duration(seconds)
+
     for section in sections:
         for label, f, maxrss in section.summary:
             rows.append([label, size(f.open_bytes), size(f.closed_bytes), duration(f.commit_median_s),
-                         duration(f.commit_p99_s), duration(f.checkout_s), duration(f.read_s),
-                         duration(f.log_s), size(maxrss) if maxrss else "-"])  # fmt: skip
+                         duration(f.commit_p99_s), maybe(f.state_commit_median_s), maybe(f.state_commit_p99_s),
+                         duration(f.checkout_s), duration(f.read_s), duration(f.log_s),
+                         size(maxrss) if maxrss else "-"])  # fmt: skip
     return Table(header, rows, "snapvc, every workload")
 
 
@@ -154,8 +172,11 @@ def page(sections: Sequence[Section], env: Mapping[str, str], command: str, scal
         "## Summary",
         "",
         textwrap.fill(
-            "Commit figures leave out a workload's first commit of all-new data where it has one; "
-            "checkout is a full `repo.checkout` of the latest state on the open repository; the "
+            "Commit figures leave out a workload's first commit of all-new data where it has one. "
+            "\"Commit\" is `repo.commit(state)` of a plain dict changed in place; \"State commit\" "
+            "is `state.snapshot()` after the same changes made through the `State` working copy "
+            "(`repo.state(branch)`, `state.set`, `state.extend`), where a workload measures it. "
+            "Checkout is a full `repo.checkout` of the latest state on the open repository; the "
             "one-key read goes through `repo.snapshot(...)` on a freshly opened repository; log is "
             "`list(repo.log(branch))` again after a first walk.",
             width=88,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,9 +26,18 @@ if str(_ROOT) not in sys.path:
 from benchmarks import peers as peer_bench  # noqa: E402
 from benchmarks import suite  # noqa: E402
 from benchmarks.__main__ import main as bench_main  # noqa: E402
-from benchmarks.agent_run import report_blocks, run_agent_benchmark  # noqa: E402
+from benchmarks.agent_run import Report, report_blocks, run_agent_benchmark  # noqa: E402
 from benchmarks.large_state import state_available  # noqa: E402
-from benchmarks.measure import QUICK, Section, Table, environment, percentile  # noqa: E402
+from benchmarks.measure import (  # noqa: E402
+    QUICK,
+    Section,
+    StoreFigures,
+    Table,
+    environment,
+    from_json,
+    percentile,
+    to_json,
+)
 from benchmarks.workload import TOOLS, AgentRun, compressible_bytes, library  # noqa: E402
 
 SMALL = {"documents": 5, "doc_size": 4_000}
@@ -61,6 +71,12 @@ NUMERIC_FIELDS = [
     "log_s",
     "tracemalloc_peak_bytes",
     "maxrss_bytes",
+    "state_commit_first_s",
+    "state_commit_last_s",
+    "state_commit_median_s",
+    "state_commit_p99_s",
+    "state_commit_total_s",
+    "state_store_bytes_closed",
 ]
 
 
@@ -74,6 +90,7 @@ def test_report_reads_back_what_it_committed(report) -> None:
     assert report.commits == 21
     assert any("freshly opened" in check for check in report.checks)
     assert any("snapshot" in check for check in report.checks)
+    assert "the State working copy ends at the same tree as the plain-dict commits" in report.checks
 
 
 def test_report_records_the_size_at_each_growth_point(report) -> None:
@@ -90,12 +107,41 @@ def test_report_includes_repository_stats(report) -> None:
 def test_report_renders_as_a_table_and_markdown(report) -> None:
     rows = report.rows()
     assert all(name and value for name, value in rows)
-    table, stats, *_ = report_blocks(report)
+    table, stats, commits, *_ = report_blocks(report)
     assert isinstance(table, Table) and table.rows == [[name, value] for name, value in rows]
     assert report.stats_text in stats
+    assert isinstance(commits, Table)
+    assert [row[0] for row in commits.rows] == ["plain dict, repo.commit(state)", "State working copy, state.snapshot()"]
+    assert all(len(row) == len(commits.header) for row in commits.rows)
     assert f"| {rows[0][0]} | {rows[0][1]} |" in "\n".join(table.markdown())
     assert {"platform", "cpus", "python", "snapvc", "blake3", "zstandard", "msgpack", "orjson"} <= environment().keys()
     json.dumps(report.as_dict())
+
+
+def test_report_comes_back_equal_from_json(report) -> None:
+    text = json.dumps(to_json(report), allow_nan=False)
+    again = from_json(json.loads(text), Report)
+    assert again == report
+    assert again.growth == report.growth and all(type(k) is int for k in again.growth)
+    assert again.stats == report.stats and again.stats_text == report.stats_text
+
+
+def test_from_json_rebuilds_each_declared_type_and_to_json_refuses_other_objects() -> None:
+    figures = StoreFigures(3, 10, {"file": 10}, 8, 0.5, 1.0, 2.0, 0.1, 0.2, 0.3, 0.4, "['k']", 0.5, 0.6, 2)
+    assert from_json(json.loads(json.dumps(to_json(figures))), StoreFigures) == figures
+    assert from_json([[1, 2.5, "x"]], list[tuple[int, float, str]]) == [(1, 2.5, "x")]
+    assert from_json({"7": 1}, dict[int, int]) == {7: 1}
+    assert from_json(None, float | None) is None and from_json(2, float | None) == 2.0
+    with pytest.raises(TypeError):
+        to_json({"value": object()})
+    with pytest.raises(TypeError):
+        from_json("1", int)
+
+
+def test_no_benchmark_or_test_imports_pickle() -> None:
+    importing = re.compile(r"^\s*(import|from)\s+" + "pick" + r"le\b", re.MULTILINE)
+    sources = [*(_ROOT / "benchmarks").glob("*.py"), *(_ROOT / "tests").glob("*.py")]
+    assert sources and not [p.name for p in sources if importing.search(p.read_text(encoding="utf-8"))]
 
 
 def test_benchmark_leaves_no_repository_behind_in_its_own_temporary_folder(monkeypatch, tmp_path) -> None:
@@ -107,12 +153,13 @@ def test_benchmark_leaves_no_repository_behind_in_its_own_temporary_folder(monke
 # --- every workload at the quick scale -------------------------------------------------
 
 # What each workload must have checked, beyond reading back its latest state.
+SAME_TREE = "the State working copy ends at the same tree as the plain-dict commits"
 EXPECTED_CHECKS = {
-    "agent-run": ["checkout after the run equals the state in memory"],
+    "agent-run": ["checkout after the run equals the state in memory", SAME_TREE],
     "growth": ["SqliteSaver: the latest state equals", "InMemorySaver: the latest state equals"],
     "large-state": ["snapshot['documents']"],
-    "wide-map": ["diffs names exactly the keys changed"],
-    "long-list": ["snapshot['events'][10000]"],
+    "wide-map": ["diffs names exactly the keys changed", SAME_TREE],
+    "long-list": ["snapshot['events'][10000]", SAME_TREE],
     "deep-history": ["main~150 resolves to commit 49", "main~150 checks out to the state committed then"],
     "branching": ["each of the 3 branches checks out equal", "InMemorySaver: each of 3 threads"],
 }
@@ -185,6 +232,16 @@ def test_large_state_reports_throughput_against_the_limits(sections) -> None:
         assert state_row[1] == "State working copy not available"
 
 
+@pytest.mark.parametrize("name", ["wide-map", "long-list"])
+def test_workload_shows_plain_and_state_commits_side_by_side(sections, name: str) -> None:
+    commits = sections[name].tables()[0]
+    assert commits.header[1:] == ["median", "p99"]
+    assert [row[0].split(" (")[0] for row in commits.rows] == [
+        "plain dict, repo.commit(state)", "State working copy, state.snapshot()"]
+    (_label, figures, _maxrss), = sections[name].summary
+    assert figures.state_commit_median_s is not None and figures.state_commit_p99_s is not None
+
+
 @needs_peers
 def test_branching_compares_every_system(sections) -> None:
     forks = sections["branching"].tables()[0]
@@ -194,6 +251,9 @@ def test_branching_compares_every_system(sections) -> None:
 def test_summary_and_page_hold_every_section(sections) -> None:
     summary = suite.summary_table(list(sections.values()))
     assert len(summary.rows) == len(sections)
+    state_median = summary.header.index("State commit median")
+    with_state = {row[0].split(",")[0] for row in summary.rows if row[state_median] != "-"}
+    assert with_state == {"agent run", "wide map", "long list"} | ({"large state"} if state_available() else set())
     text = suite.page(list(sections.values()), environment(), "python -m benchmarks --quick", QUICK)
     assert text.startswith("# Benchmarks")
     for section in sections.values():
