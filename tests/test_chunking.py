@@ -397,3 +397,65 @@ def random_edit(rnd: random.Random, state: dict[str, Any]) -> None:
             rename(target, rnd.choice(keys), f"r{rnd.randrange(1000)}")
         else:
             target[rnd.choice(keys)] = random_value(rnd, 1)
+
+
+def test_few_changes_to_a_large_map_match_encoding_from_scratch() -> None:
+    """A large dict with a few values changed per commit is re-encoded by its changes
+    alone (updating the remembered entry in place): still exactly the state, including
+    after a failed commit, a shared sub-dict, container values replaced by scalars and
+    back, and the dict moving to another path."""
+    rnd = random.Random(11)
+    shared = {"shared": [1, 2, 3]}
+    big: dict[str, Any] = {f"key-{i:05d}": (f"value {i}" if i % 3 else {"n": i, "tags": [i]}) for i in range(3000)}
+    big["key-00001"] = shared
+    big["key-00002"] = shared
+    state: dict[str, Any] = {"big": big, "other": {"x": 1}}
+    repo = snapvc.open("memory://")
+    repo.commit(state)
+    keys = sorted(big)
+    for step in range(40):
+        for key in rnd.sample(keys, rnd.choice([1, 3, 10])):
+            op = rnd.random()
+            if op < 0.4:
+                big[key] = f"new {step} {rnd.random()}"
+            elif op < 0.6:
+                big[key] = {"n": step, "tags": [step, key]}
+            elif op < 0.8 and type(big[key]) is dict:
+                big[key]["n"] = -step  # in place, below the map
+            else:
+                shared["shared"].append(step)  # in place, seen at two keys
+        if step % 7 == 3:  # a commit that fails after encoding: nothing of it may stick
+            add = repo.commits.add
+
+            def fail(commit: Any) -> None:
+                raise RuntimeError("the disk is full")
+
+            repo.commits.add = fail  # type: ignore[method-assign]
+            with pytest.raises(RuntimeError):
+                repo.commit(state)
+            repo.commits.add = add  # type: ignore[method-assign]
+        if step == 20:
+            state = {"moved": {"big": big}, "other": state["other"]}
+        c = repo.commit(state)
+        assert repo.get_commit(c.id).tree == fresh_tree(state), step
+    assert repo.checkout("main") == state
+
+
+def test_few_changes_through_state_match_encoding_from_scratch() -> None:
+    rnd = random.Random(12)
+    repo = snapvc.open("memory://")
+    repo.commit({"big": {f"key-{i:05d}": f"value {i}" for i in range(3000)}})
+    state = repo.state("main")
+    state.snapshot()
+    expected = repo.checkout("main")
+    for step in range(30):
+        for key in rnd.sample(sorted(expected["big"]), 5):
+            value: Any = f"changed {step} {rnd.random()}" if rnd.random() < 0.7 else {"step": step}
+            state.set(("big", key), value)
+            expected["big"][key] = copy.deepcopy(value)
+        if step % 9 == 4:
+            state.delete(("big", rnd.choice(sorted(expected["big"]))))  # a key removed: positions move
+            expected = {"big": dict(state.get("big"))}
+        cp = state.snapshot()
+        assert repo.get_commit(repo.resolve(cp.id)).tree == fresh_tree(expected), step
+    assert repo.checkout("main") == expected

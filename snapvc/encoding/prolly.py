@@ -12,7 +12,7 @@ the nodes it touches: ``plan_level`` reuses every old node whose entries are unc
 from __future__ import annotations
 
 import zlib
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
@@ -71,13 +71,18 @@ def plan_level(
     first_of: Callable[[Any], Any],
     old: Level | None,
     target: int = TARGET_NODE_BYTES,
+    changed: list[int] | None = None,
 ) -> list[NodeRec | tuple[int, int, bool]]:
     """Split ``entries`` into nodes, reusing the nodes of ``old`` wherever entries are unchanged.
 
     Returns, in order, reused ``NodeRec``s (shifted to their new positions) and
-    ``(start, end, closed)`` for each node that must be built.
+    ``(start, end, closed)`` for each node that must be built. ``changed`` (sorted), if
+    given, names every position whose entry may differ from ``old``'s, the others being
+    the same and as many: then the work follows the changes, not the level's length.
     """
     n = len(entries)
+    if changed is not None and old is not None and old.nodes and old.nodes[-1].end == n:
+        return _plan_changed(entries, hash_size, old, changed, target)
     out: list[NodeRec | tuple[int, int, bool]] = []
     i = 0
     by_first: dict[Any, NodeRec] | None = None
@@ -120,4 +125,55 @@ def plan_level(
                 break
         out.append((i, j, closed))
         i = j
+    return out
+
+
+def _plan_changed(
+    entries: list[Any],
+    hash_size: Callable[[Any], tuple[int, int]],
+    old: Level,
+    changed: list[int],
+    target: int,
+) -> list[NodeRec | tuple[int, int, bool]]:
+    """``plan_level`` when only the entries at ``changed`` differ from ``old``'s: old nodes
+    before, between and after the changes are reused whole; from the start of a node
+    holding a change, entries are cut anew until a new boundary falls where an old node
+    began (from there on, same entries give the same boundaries)."""
+    nodes = old.nodes
+    n = len(entries)
+    ends = [nd.end for nd in nodes]
+    starts = {nd.start: k for k, nd in enumerate(nodes)}
+    cap = MAX_NODE_BYTES * target // TARGET_NODE_BYTES
+    out: list[NodeRec | tuple[int, int, bool]] = []
+    i = 0
+    k = 0  # the old node that starts at i
+    c = 0  # the first change at or after i
+    while i < n:
+        c = bisect_left(changed, i, lo=c)
+        upto = changed[c] if c < len(changed) else n
+        reuse = bisect_right(ends, upto, lo=k)  # old nodes that end by the next change
+        if reuse > k:
+            out.extend(nodes[k:reuse])
+            i = ends[reuse - 1]
+            k = reuse
+            continue
+        start = i
+        size = 0
+        j = i
+        while j < n:
+            h, s = hash_size(entries[j])
+            size += s
+            j += 1
+            if h * target < (s << 32) or size >= cap:
+                out.append((start, j, True))
+                start = j
+                size = 0
+                if j in starts:  # every change before j is in the nodes just cut
+                    break
+        else:
+            if start < n:
+                out.append((start, n, False))
+            return out
+        i = j
+        k = starts[j]
     return out

@@ -30,8 +30,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from gc import get_referents
-from itertools import chain, count
-from operator import is_
+from itertools import chain, compress, count
+from operator import is_, is_not
 from typing import Any, Final
 
 import msgpack
@@ -152,7 +152,8 @@ class _Deep:
 class _Entry:
     """What the encoder remembers of one container object between commits."""
 
-    __slots__ = ("obj", "keys", "vals", "enc", "kids", "tree", "entries", "sorted_keys", "sorted_vals", "deep", "gen")
+    __slots__ = ("obj", "keys", "vals", "enc", "kids", "tree", "entries", "sorted_keys", "sorted_vals", "deep", "gen",
+                 "positions", "insertion")
 
     def __init__(self, obj: Any, keys: tuple[Any, ...] | None, vals: Any, enc: bytes,
                  kids: list[tuple[Any, Any, bytes]], tree: list[Level] | None, entries: list[Any]) -> None:
@@ -167,6 +168,8 @@ class _Entry:
         self.sorted_vals: tuple[Any, ...] = ()  # dicts: values in entry order
         self.deep: _Deep | None = None  # None when something below cannot be snapshotted (typed values)
         self.gen = 0  # the encoder run that last confirmed this entry
+        self.positions: dict[str, int] | None = None  # dicts: key -> index in entry order, made on demand
+        self.insertion: dict[str, int] | None = None  # dicts: key -> index in ``keys``, made on demand
 
 
 class EncodeCache:
@@ -529,6 +532,7 @@ class Encoder:
             below_same = self._below_same(e, hint, d)
             if (
                 below_same
+                and type(hint) is not dict  # above dirty paths: the changes path below finds them
                 and len(e.vals) == len(d)
                 and all(map(is_, d.values(), e.vals))
                 and all(map(is_, d, e.keys))  # type: ignore[arg-type]
@@ -536,6 +540,13 @@ class Encoder:
             ):
                 e.gen = self._gen
                 return e.enc
+        # Same keys as last time (above dirty paths, the promise says so for every key off
+        # them): re-encode only what changed.
+        if (e is not None and e.sorted_keys and len(e.vals) == len(d)
+                and (type(hint) is dict or all(map(is_, d, e.keys)))):  # type: ignore[arg-type]
+            enc = self._encode_dict_few(d, e, force_node, tag, owner, hint, below_same)
+            if enc is not None:
+                return enc
         oid = id(owner)
         if oid in self._active:
             raise self._fail("the state contains a cycle: this container holds itself")
@@ -601,6 +612,104 @@ class Encoder:
                                True if owner is d and type(hint) is not dict else None)
         entry.sorted_keys = tuple(keys)
         entry.sorted_vals = tuple([d[k] for k in keys])
+        return enc
+
+    def _encode_dict_few(self, d: dict[str, Any], e: _Entry, force_node: bool, tag: Any, owner: Any, hint: Any,
+                         below_same: bool) -> bytes | None:
+        """``d`` has the same keys as when ``e`` was made: re-encode only the values that
+        are new objects (above dirty paths: the keys on them), and update ``e`` in place
+        (undone if the commit fails), in time that follows the changes rather than the
+        keys: a large dict makes no new copy of its entries per commit, which would cost
+        the copying and the garbage collector's passes over it. None if too much changed,
+        or if container children must be checked one by one: the general path does it."""
+        above_dirty = type(hint) is dict
+        if not above_dirty and e.kids and not (below_same and e.deep is not None):
+            return None
+        positions = e.positions
+        if positions is None:
+            positions = e.positions = {k: i for i, k in enumerate(e.sorted_keys)}
+        if above_dirty:
+            # Only the keys on dirty paths can have changed; one added or removed there
+            # changes the entries' positions: the general path places it.
+            redo = [k for k in hint if k in d]
+            if any((k in d) != (k in positions) for k in hint):
+                return None
+        else:
+            redo = list(compress(e.keys, map(is_not, d.values(), e.vals)))  # type: ignore[arg-type]
+        if len(redo) * _FEW_CHANGES > len(d):
+            return None
+        if type(e.vals) is not list:
+            e.vals = list(e.vals)
+        if type(e.sorted_vals) is not list:
+            e.sorted_vals = list(e.sorted_vals)  # type: ignore[assignment]
+        if e.insertion is None:
+            e.insertion = {k: i for i, k in enumerate(e.keys)}  # type: ignore[arg-type]
+        # The entries list is copied, not changed in place: the trees of earlier commits
+        # hold it as their level 0 (an encoder met at the same path later compares with
+        # it); the value lists are the entry's alone.
+        old_entries = e.entries
+        entries = list(old_entries)
+        sorted_vals, vals, insertion = e.sorted_vals, e.vals, e.insertion
+        undo: list[tuple[int, Any, int, Any]] = []  # (position, value, insertion index, value) before
+        kids_before = None
+        kids = e.kids
+        oid = id(owner)
+        if oid in self._active:
+            raise self._fail("the state contains a cycle: this container holds itself")
+        self._active.add(oid)
+        path = self._path
+        try:
+            for k in redo:
+                v = d[k]
+                j = positions[k]
+                path.append(k)
+                try:
+                    enc = self._encode(v)
+                finally:
+                    path.pop()
+                ins = insertion[k]
+                undo.append((j, sorted_vals[j], ins, vals[ins]))
+                entries[j] = (entries[j][0], enc)
+                sorted_vals[j] = v  # type: ignore[index]
+                vals[ins] = v
+                t = type(v)
+                i = bisect_left(kids, k, key=_first_key)
+                had = i < len(kids) and kids[i][0] == k
+                mutable = t in _MUTABLE_CONTAINERS or (t not in _IMMUTABLE and adapter_for_value(v) is not None)
+                if (mutable or had) and kids_before is None:
+                    kids_before = list(kids)
+                if mutable:
+                    if had:
+                        kids[i] = (k, v, enc)
+                    else:
+                        kids.insert(i, (k, v, enc))
+                elif had:
+                    del kids[i]
+        except BaseException:
+            _restore_entries(e, undo, kids_before)
+            raise
+        finally:
+            self._active.discard(oid)
+        before = (e.enc, e.tree, e.deep, e.gen, old_entries)
+        self.cache.on_discard(lambda: (_restore_entries(e, undo, kids_before), _restore_node(e, before)))
+        e.entries = entries
+        n = len(entries)
+        enc = b""
+        tree = None
+        if n <= SINGLE_NODE_ENTRIES and not force_node:
+            body = map_header(n) + b"".join([k + v for k, v in entries])
+            if len(body) <= INLINE_NODE_MAX and REF_PREFIX not in body:
+                enc = body if tag == TAG_DICT else self._pack(msgpack.ExtType(EXT_TYPED, array_header(2) + self._pack(tag) + body))
+        if not enc:
+            enc, tree = self._build_node(MAP, tag, entries, _map_leaf_hs, _first_key, e,
+                                         sorted([positions[k] for k in redo]))
+        e.enc = enc
+        e.tree = tree
+        if above_dirty or owner is not d:
+            e.deep = None
+        elif kids_before is not None or e.deep is None:
+            e.deep = self._deep_of(kids)
+        e.gen = self._gen
         return enc
 
     def _encode_typed(self, v: Any, adapter: Any) -> bytes:
@@ -709,7 +818,7 @@ class Encoder:
     # -- nodes and trees ----------------------------------------------------------------
 
     def _build_node(self, kind: int, tag: Any, entries: list[Any], leaf_hs: Any, first_of: Any,
-                    e: _Entry | None) -> tuple[bytes, list[Level] | None]:
+                    e: _Entry | None, changed: list[int] | None = None) -> tuple[bytes, list[Level] | None]:
         """Store a container as a node or tree. What it was stored as last time comes from
         its own entry, or else from whatever stood at the same path in the last commit
         (a state rebuilt from scratch each step still reuses nodes and gets deltas)."""
@@ -720,7 +829,8 @@ class Encoder:
             old_tree, old_ref = e.tree, e.enc
         else:
             old_tree, old_ref = self.cache.at_path(path)
-        enc, tree = self._build(kind, tag, entries, leaf_hs, first_of, old_tree, old_ref)
+        enc, tree = self._build(kind, tag, entries, leaf_hs, first_of, old_tree, old_ref,
+                                changed if old_tree is not None and e is not None and old_tree is e.tree else None)
         self.cache.put_path(path, enc, tree)
         return enc, tree
 
@@ -731,12 +841,15 @@ class Encoder:
         return inner_payload(kind, tag, level, entries, self._pack)
 
     def _build(self, kind: int, tag: Any, entries: list[Any], leaf_hs: Any, first_of: Any,
-               old_tree: list[Level] | None, old_ref: bytes | None) -> tuple[bytes, list[Level] | None]:
+               old_tree: list[Level] | None, old_ref: bytes | None,
+               changed: list[int] | None = None) -> tuple[bytes, list[Level] | None]:
         """Store ``entries`` as one node or a prolly tree; returns (reference, levels or None).
 
         ``old_tree``/``old_ref`` describe what the same container was stored as last time:
         unchanged nodes are reused, and each new node names the old node at its place as
-        its delta base."""
+        its delta base. ``changed`` (sorted positions), if given, names every entry that
+        may differ from the old tree's, the rest being the same and as many: the levels
+        are then planned in time that follows the changes (see ``plan_level``)."""
         if len(entries) <= SINGLE_NODE_ENTRIES and _entries_size(kind, entries) <= SINGLE_NODE_MAX_BYTES:
             return self._store(kind, self._leaf_payload(kind, tag, entries), old_ref), None
         levels: list[Level] = []
@@ -745,13 +858,16 @@ class Encoder:
         first = first_of
         while True:
             old = old_tree[level] if old_tree is not None and level < len(old_tree) else None
-            plan = plan_level(entries, hs, first, old, LEAF_TARGET_BYTES if level == 0 else TARGET_NODE_BYTES)
+            plan = plan_level(entries, hs, first, old, LEAF_TARGET_BYTES if level == 0 else TARGET_NODE_BYTES,
+                              changed)
             grown = old is None and level == 0 and old_ref is not None  # a single node that grew into a tree
             nodes: list[NodeRec] = []
+            rebuilt: list[int] = []  # positions of the new nodes: the changed entries of the level above
             for item in plan:
                 if type(item) is NodeRec:
                     nodes.append(item)
                     continue
+                rebuilt.append(len(nodes))
                 start, end, closed = item  # type: ignore[misc]
                 chunk = entries[start:end]
                 if level == 0:
@@ -772,6 +888,8 @@ class Encoder:
             levels.append(Level(entries, nodes))
             if len(nodes) == 1:
                 return nodes[0].ref, levels
+            if changed is not None:
+                changed = rebuilt
             if kind == MAP:
                 entries = [(nd.first, nd.ref, nd.total) for nd in nodes]
             else:
@@ -783,6 +901,8 @@ class Encoder:
 
 _MUTABLE_CONTAINERS = frozenset({dict, list, tuple})
 _FEW_KIDS = 16
+# A dict is re-encoded entry by entry (not by its changes alone) once more than 1/_FEW_CHANGES of it changed.
+_FEW_CHANGES = 8
 _NO_CHUNKS: tuple[list[int], list[bytes]] = ([], [])
 _MAX_PATHS = 100_000
 
@@ -819,6 +939,19 @@ def _entries_size(kind: int, entries: list[Any]) -> int:
     if kind == SEQ:
         return sum(map(len, entries))
     return sum([len(a) + (len(b) if kind == MAP else 4) for a, b in entries])
+
+
+def _restore_entries(e: _Entry, undo: list[tuple[int, Any, int, Any]], kids: list[Any] | None) -> None:
+    """Put back the values ``_encode_dict_few`` changed in place (newest first)."""
+    for j, sorted_value, ins, value in reversed(undo):
+        e.sorted_vals[j] = sorted_value  # type: ignore[index]
+        e.vals[ins] = value
+    if kids is not None:
+        e.kids[:] = kids
+
+
+def _restore_node(e: _Entry, before: tuple[Any, Any, Any, int, list[Any]]) -> None:
+    e.enc, e.tree, e.deep, e.gen, e.entries = before
 
 
 def _grow_undo(e: _Entry) -> Callable[[], None]:
