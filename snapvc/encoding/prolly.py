@@ -72,6 +72,7 @@ def plan_level(
     old: Level | None,
     target: int = TARGET_NODE_BYTES,
     changed: list[int] | None = None,
+    prefix: int | None = None,
 ) -> list[NodeRec | tuple[int, int, bool]]:
     """Split ``entries`` into nodes, reusing the nodes of ``old`` wherever entries are unchanged.
 
@@ -79,6 +80,8 @@ def plan_level(
     ``(start, end, closed)`` for each node that must be built. ``changed`` (sorted), if
     given, names every position whose entry may differ from ``old``'s, the others being
     the same and as many: then the work follows the changes, not the level's length.
+    ``prefix``, if given, is how many leading entries are known to equal ``old``'s (an
+    append: the comparison that would find it is skipped).
     """
     n = len(entries)
     if changed is not None and old is not None and old.nodes and old.nodes[-1].end == n:
@@ -89,7 +92,7 @@ def plan_level(
     old_entries: list[Any] = []
     if old is not None:
         old_entries, old_nodes = old
-        p = common_prefix(entries, old_entries)
+        p = prefix if prefix is not None else common_prefix(entries, old_entries)
         k = bisect_right(old_nodes, p, key=lambda nd: nd.end)
         if k and not old_nodes[k - 1].closed and not (p == n and old_nodes[k - 1].end == n):
             k -= 1

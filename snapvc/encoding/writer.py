@@ -523,6 +523,8 @@ class Encoder:
     def _encode_dict(self, d: dict[str, Any], force_node: bool = False, tag: Any = TAG_DICT, owner: Any = None) -> bytes:
         owner = d if owner is None else owner
         e = self.cache.get(owner)
+        if e is not None and e.gen == self._gen and (not force_node or e.enc.startswith(REF_PREFIX)):
+            return e.enc  # already encoded in this run (checked, or met twice)
         below_same = False
         hint: Any = None if self._dirty is None else self._hint()
         if e is not None:
@@ -725,6 +727,8 @@ class Encoder:
 
     def _encode_seq(self, s: list[Any] | tuple[Any, ...], tag: int) -> bytes:
         e = self.cache.get(s)
+        if e is not None and e.gen == self._gen:  # already encoded in this run (checked, or met twice)
+            return e.enc
         below_same = False
         hint: Any = None if self._dirty is None else self._hint()
         if e is not None:
@@ -748,9 +752,14 @@ class Encoder:
             # The common case is an append: the old elements are still there, unchanged,
             # and keep their encodings; only the new tail is encoded.
             reuse = 0
-            if e is not None and below_same and all(map(is_, s, e.vals)):
-                reuse = min(len(e.vals), len(s))
-                if reuse == len(e.vals) and e.deep is not None:
+            # Above dirty paths that are all new indexes past the end: an append, by the
+            # promise (see ``encode_root``), with no pass over the old elements at all.
+            n_old = len(e.vals) if e is not None else 0
+            state_append = (e is not None and type(hint) is dict and len(s) > n_old
+                            and all(type(k) is int and k >= n_old for k in hint))
+            if e is not None and (state_append or (below_same and all(map(is_, s, e.vals)))):
+                reuse = min(n_old, len(s))
+                if reuse == n_old and (e.deep is not None or state_append):
                     # A pure append grows the remembered entry in place (undone if the
                     # commit fails), so a long list costs nothing per element here.
                     appended = True
@@ -799,14 +808,16 @@ class Encoder:
             if len(body) <= INLINE_NODE_MAX and REF_PREFIX not in body:
                 enc = body if tag == TAG_LIST else self._pack(msgpack.ExtType(EXT_TUPLE, body))
         if not enc:
-            enc, tree = self._build_node(SEQ, tag, entries, _seq_leaf_hs, _identity, e)
+            enc, tree = self._build_node(SEQ, tag, entries, _seq_leaf_hs, _identity, e,
+                                         prefix=reuse if appended else None)
         if appended:
-            assert e is not None and e.deep is not None
-            tail = self._deep_of(kids[tail_kids_from:])
-            if tail is None:
-                e.deep = None
-            else:
-                e.deep.add_all(tail)
+            assert e is not None
+            if e.deep is not None:
+                tail = self._deep_of(kids[tail_kids_from:])
+                if tail is None:
+                    e.deep = None
+                else:
+                    e.deep.add_all(tail)
             e.vals += s[len(e.vals):]
             e.enc = enc
             e.tree = tree
@@ -818,7 +829,8 @@ class Encoder:
     # -- nodes and trees ----------------------------------------------------------------
 
     def _build_node(self, kind: int, tag: Any, entries: list[Any], leaf_hs: Any, first_of: Any,
-                    e: _Entry | None, changed: list[int] | None = None) -> tuple[bytes, list[Level] | None]:
+                    e: _Entry | None, changed: list[int] | None = None,
+                    prefix: int | None = None) -> tuple[bytes, list[Level] | None]:
         """Store a container as a node or tree. What it was stored as last time comes from
         its own entry, or else from whatever stood at the same path in the last commit
         (a state rebuilt from scratch each step still reuses nodes and gets deltas)."""
@@ -829,8 +841,9 @@ class Encoder:
             old_tree, old_ref = e.tree, e.enc
         else:
             old_tree, old_ref = self.cache.at_path(path)
+        own = old_tree is not None and e is not None and old_tree is e.tree  # hints are about e's tree
         enc, tree = self._build(kind, tag, entries, leaf_hs, first_of, old_tree, old_ref,
-                                changed if old_tree is not None and e is not None and old_tree is e.tree else None)
+                                changed if own else None, prefix if own else None)
         self.cache.put_path(path, enc, tree)
         return enc, tree
 
@@ -842,14 +855,15 @@ class Encoder:
 
     def _build(self, kind: int, tag: Any, entries: list[Any], leaf_hs: Any, first_of: Any,
                old_tree: list[Level] | None, old_ref: bytes | None,
-               changed: list[int] | None = None) -> tuple[bytes, list[Level] | None]:
+               changed: list[int] | None = None, prefix: int | None = None) -> tuple[bytes, list[Level] | None]:
         """Store ``entries`` as one node or a prolly tree; returns (reference, levels or None).
 
         ``old_tree``/``old_ref`` describe what the same container was stored as last time:
         unchanged nodes are reused, and each new node names the old node at its place as
         its delta base. ``changed`` (sorted positions), if given, names every entry that
         may differ from the old tree's, the rest being the same and as many: the levels
-        are then planned in time that follows the changes (see ``plan_level``)."""
+        are then planned in time that follows the changes (see ``plan_level``). ``prefix``,
+        if given, is how many leading entries are known to equal the old tree's (an append)."""
         if len(entries) <= SINGLE_NODE_ENTRIES and _entries_size(kind, entries) <= SINGLE_NODE_MAX_BYTES:
             return self._store(kind, self._leaf_payload(kind, tag, entries), old_ref), None
         levels: list[Level] = []
@@ -859,7 +873,7 @@ class Encoder:
         while True:
             old = old_tree[level] if old_tree is not None and level < len(old_tree) else None
             plan = plan_level(entries, hs, first, old, LEAF_TARGET_BYTES if level == 0 else TARGET_NODE_BYTES,
-                              changed)
+                              changed, prefix if level == 0 else None)
             grown = old is None and level == 0 and old_ref is not None  # a single node that grew into a tree
             nodes: list[NodeRec] = []
             rebuilt: list[int] = []  # positions of the new nodes: the changed entries of the level above
