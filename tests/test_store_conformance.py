@@ -535,6 +535,18 @@ def test_the_dictionary_is_trained_on_a_sample_of_the_whole_batch(stack: Stores)
     assert sum(len(frame_of(stack, oid)) for oid, _ in prose) < plain  # sampled from the blob alone: 1.3x plain
 
 
+def test_a_large_batch_compressed_on_every_core_reads_back(stack: Stores) -> None:
+    # Big enough for zstd's own threads (codec.PARALLEL_ITEMS/BYTES), with tiny objects
+    # (stored raw) and empty ones in between, before and after the dictionary exists.
+    for seed in (21, 22):
+        prose = prose_blobs(300, seed=seed)
+        tiny = [blob(f"tiny {seed} {i}".encode()) for i in range(20)] + [blob(b"")]
+        batch = [x for pair in zip(prose, tiny * 15) for x in pair] + prose[len(tiny) * 15 :]
+        stack.store.put_many(batch)
+        assert stack.reopen().get_many([oid for oid, _ in batch]) == dict(batch)
+    assert stack.raw.dictionaries()
+
+
 def test_deleting_objects_keeps_the_dictionary_in_use(stack: Stores) -> None:
     first = prose_blobs(120, seed=1)
     stack.store.put_many(first)

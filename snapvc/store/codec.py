@@ -31,6 +31,8 @@ dictionary support simply never gets codec 2 frames.
 
 from __future__ import annotations
 
+import array
+import os
 import threading
 from collections.abc import Iterable, Iterator
 
@@ -72,6 +74,11 @@ SAMPLE_OBJECT_BYTES = 16 << 10
 RETRAIN_FACTOR = 2
 MAX_TRAIN_ATTEMPTS = 3
 
+# Batches at least this large are compressed by zstd's threads, one per core.
+PARALLEL_ITEMS = 64
+PARALLEL_BYTES = 1 << 20
+_CORES = os.cpu_count() or 1
+
 _compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False, write_checksum=False)
 _decompressor = zstandard.ZstdDecompressor()
 
@@ -102,20 +109,33 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def encode_frame(data: bytes, dictionary: Dictionary | None = None) -> bytes:
+def encode_frame(data: bytes, dictionary: Dictionary | None = None, body: bytes | None = None) -> bytes:
     """The full frame for canonical bytes ``data``: zstd (with ``dictionary`` if given)
-    when it saves space, raw otherwise."""
+    when it saves space, raw otherwise. ``body``: ``data`` already compressed that way."""
     header = _varint(len(data))
     if len(data) >= MIN_COMPRESS:
-        if dictionary is not None:
-            body = dictionary.compress(data)
-            if len(body) < len(data):
+        if body is None:
+            body = dictionary.compress(data) if dictionary is not None else _compressor.compress(data)
+        if len(body) < len(data):
+            if dictionary is not None:
                 return bytes((CODEC_ZSTD_DICT,)) + header + _varint(dictionary.number) + body
-        else:
-            body = _compressor.compress(data)
-            if len(body) < len(data):
-                return bytes((CODEC_ZSTD,)) + header + body
+            return bytes((CODEC_ZSTD,)) + header + body
     return bytes((CODEC_RAW,)) + header + data
+
+
+def compress_many(items: list[bytes], dictionary: Dictionary | None = None) -> list[bytes]:
+    """Each of ``items`` zstd-compressed (with ``dictionary`` if given), as ``encode_frame``
+    would: a large batch (a first commit of fresh data) is compressed on every core, by
+    zstd's own threads."""
+    compressor = dictionary.compressor() if dictionary is not None else _compressor
+    if len(items) >= PARALLEL_ITEMS and sum(map(len, items)) >= PARALLEL_BYTES and _CORES > 1 and all(items):
+        # (zstd's batch call leaves out empty inputs, so it gets none.)
+        bodies = [bytes(segment) for segment in compressor.multi_compress_to_buffer(items, threads=_CORES)]
+        if len(bodies) == len(items):
+            return bodies
+    if dictionary is not None:
+        return [compressor.compress(data) for data in items]
+    return [_compressor.compress(data) for data in items]
 
 
 class Dictionary:
@@ -126,19 +146,25 @@ class Dictionary:
         self.data = data
         self._dict = zstandard.ZstdCompressionDict(data, dict_type=zstandard.DICT_TYPE_FULLDICT)
         self._dict.precompute_compress(level=ZSTD_LEVEL)
-        self._compressor = zstandard.ZstdCompressor(
-            level=ZSTD_LEVEL, dict_data=self._dict, write_content_size=False, write_checksum=False,
-            write_dict_id=False,
-        )
-        self._lock = threading.Lock()
+        self._local = threading.local()  # zstd contexts are not to be shared across threads
+
+    def compressor(self) -> zstandard.ZstdCompressor:
+        found = getattr(self._local, "compressor", None)
+        if found is None:
+            found = self._local.compressor = zstandard.ZstdCompressor(
+                level=ZSTD_LEVEL, dict_data=self._dict, write_content_size=False, write_checksum=False,
+                write_dict_id=False,
+            )
+        return found
 
     def compress(self, data: bytes) -> bytes:
-        with self._lock:
-            return self._compressor.compress(data)
+        return self.compressor().compress(data)
 
     def decompress(self, body: bytes, size: int) -> bytes:
-        # A decompressor per call: they are cheap next to the work, and safe across threads.
-        return zstandard.ZstdDecompressor(dict_data=self._dict).decompress(body, max_output_size=size)
+        found = getattr(self._local, "decompressor", None)
+        if found is None:
+            found = self._local.decompressor = zstandard.ZstdDecompressor(dict_data=self._dict)
+        return found.decompress(body, max_output_size=size)
 
 
 def train_dictionary(samples: list[bytes]) -> bytes | None:
@@ -433,8 +459,11 @@ class CompressedStore(_Wrapper):
                 self._load_dictionaries()
                 self._sample([data for _, _, data in full if len(data) >= MIN_COMPRESS])
             dictionary = self._writing
+            worth = [item for item in full if len(item[2]) >= MIN_COMPRESS]
+            bodies = dict(zip([oid for _, oid, _ in worth], compress_many([data for _, _, data in worth], dictionary),
+                              strict=True))
             for i, oid, data in full:
-                frames[i] = (oid, encode_frame(data, dictionary))
+                frames[i] = (oid, encode_frame(data, dictionary, bodies.get(oid)))
         self.inner.put_many(frames)  # type: ignore[arg-type]
 
     def _evict(self, ids: Iterable[bytes]) -> None:
@@ -473,7 +502,13 @@ class CompressedStore(_Wrapper):
         frames = self.inner.get_many(wanted)
         bases = {oid: frame_base(oid, frame) for oid, frame in frames.items() if frame and frame[0] == CODEC_ZSTD_DELTA}
         base_bytes = self.get_many([b for b in set(bases.values()) if b is not None]) if bases else {}
+        decoded = self._decode_batch(frames) if len(frames) >= PARALLEL_ITEMS else {}
         for oid, frame in frames.items():
+            data = decoded.get(oid)
+            if data is not None:
+                self._remember(oid, data, 0)
+                out[oid] = data
+                continue
             base_id = bases.get(oid)
             base = None
             dictionary = None
@@ -486,6 +521,44 @@ class CompressedStore(_Wrapper):
             data = decode_frame(oid, frame, base, dictionary)
             self._remember(oid, data, frame_depth(frame))
             out[oid] = data
+        return out
+
+
+    def _decode_batch(self, frames: dict[ObjectId, bytes]) -> dict[ObjectId, bytes]:
+        """Full zstd frames of a large read (a checkout of a large state) decoded by zstd's
+        own threads, per dictionary; whatever this leaves out is decoded one by one."""
+        groups: dict[int | None, list[tuple[ObjectId, bytes, int]]] = {}
+        for oid, frame in frames.items():
+            if not frame or frame[0] not in (CODEC_ZSTD, CODEC_ZSTD_DICT):
+                continue
+            try:
+                size, pos = _read_varint(frame, 1)
+                number = None
+                if frame[0] == CODEC_ZSTD_DICT:
+                    number, pos = _read_varint(frame, pos)
+            except ValueError:
+                continue
+            if 0 < size <= MAX_OBJECT:
+                groups.setdefault(number, []).append((oid, frame[pos:], size))
+        out: dict[ObjectId, bytes] = {}
+        for number, group in groups.items():
+            if len(group) < PARALLEL_ITEMS or sum(size for _, _, size in group) < PARALLEL_BYTES:
+                continue
+            try:
+                decompressor = (_decompressor if number is None
+                                else zstandard.ZstdDecompressor(dict_data=self._dictionary(group[0][0], number)._dict))
+                sizes = array.array("Q", [size for _, _, size in group])
+                result = decompressor.multi_decompress_to_buffer(
+                    [body for _, body, _ in group], decompressed_sizes=sizes, threads=_CORES
+                )
+                decoded = [bytes(segment) for segment in result]
+            except (zstandard.ZstdError, CorruptObjectError, ValueError):
+                continue  # one by one, so that a damaged frame is named
+            if len(decoded) != len(group):
+                continue
+            for (oid, _, size), data in zip(group, decoded, strict=True):
+                if len(data) == size:
+                    out[oid] = data
         return out
 
 
