@@ -2,7 +2,30 @@
 
 Subtrees stored under the same id are equal and skipped without being read, so the
 cost follows the size of the change. Maps are compared key by key; lists element by
-element at the same index (a longer list shows its extra elements as added).
+element at the same index (a longer list shows its extra elements as added); a stored
+tuple element by element against a stored tuple, else whole, like an inline tuple.
+
+Two stored maps or lists are compared by walking both prolly trees at once
+(``_diff_trees``). Each side is a stack of ``Part``s in order, subtrees not read yet
+and leaf entries, each with where it starts: its first key (inner map nodes carry
+their children's first keys) or its first position (inner list nodes carry their
+children's entry counts). At each step, with ``x`` and ``y`` the next part of each side:
+
+- the same subtree id on both sides: skipped, unread;
+- two entries at the same key or position: their values are compared (equal object
+  ids skipped, else by ``diff_values``);
+- the part that starts first, if it is an entry: removed or added (maps only: both
+  sides of a list always start at the same position);
+- otherwise a subtree is read and replaced by its parts: the one that starts first,
+  else the higher one, else (same start, same level, different ids) both.
+
+Node boundaries come from the entries alone, so past an edit both trees cut at the
+same keys again and identical subtrees meet at the same level: a diff reads the paths
+from the roots to the changed leaves, and a leaf or two beside each, O(changes × depth)
+objects. A list that grew reads its changed spine and the new leaves. An edit that
+shifts a list's positions changes every element after it, which are all read. Whatever
+one side holds after the other ends is listed whole (``Loader.materialize``, in
+batches). A long string that changed is read whole (a ``Change`` holds both values).
 """
 
 from __future__ import annotations
@@ -11,7 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from snapvc.encoding.reader import MapView, SeqView
+from snapvc.encoding.reader import Loader, MapView, Part, SeqView, is_tuple, tree_root
 
 __all__ = ["Change", "diff_values", "format_path"]
 
@@ -97,15 +120,20 @@ def diff_values(old: Any, new: Any, path: Path = ()) -> Iterator[Change]:
     """The changes that turn ``old`` into ``new`` (plain values or lazy views)."""
     if _same_stored(old, new):
         return
-    old_map = isinstance(old, (dict, MapView))
-    new_map = isinstance(new, (dict, MapView))
-    if old_map and new_map:
-        yield from _diff_maps(old, new, path)
+    # A stored container against an inline one (which holds no references, so nothing
+    # can be skipped by id) is read whole, in batches, and compared as plain values.
+    if isinstance(old, (dict, MapView)) and isinstance(new, (dict, MapView)):
+        if isinstance(old, MapView) and isinstance(new, MapView):
+            yield from _diff_trees(old, new, path)
+        else:
+            yield from _diff_maps(_plain(old), _plain(new), path)
         return
-    old_seq = isinstance(old, (list, SeqView))
-    new_seq = isinstance(new, (list, SeqView))
-    if old_seq and new_seq and type(_kind(old)) is type(_kind(new)):
-        yield from _diff_seqs(old, new, path)
+    kind = _seq_kind(old)
+    if kind is not None and kind is _seq_kind(new):
+        if isinstance(old, SeqView) and isinstance(new, SeqView):
+            yield from _diff_trees(old, new, path)
+        else:
+            yield from _diff_seqs(_plain(old), _plain(new), path)
         return
     a, b = _plain(old), _plain(new)
     if type(a) is not type(b) or a != b or (isinstance(a, float) and repr(a) != repr(b)):
@@ -113,8 +141,14 @@ def diff_values(old: Any, new: Any, path: Path = ()) -> Iterator[Change]:
             yield Change(path, "modified", a, b)
 
 
-def _kind(value: Any) -> Any:
-    return [] if isinstance(value, (list, SeqView)) else value
+def _seq_kind(value: Any) -> type | None:
+    """``list`` or ``tuple`` for a sequence compared element by element: a list, stored or
+    not, or a stored tuple. An inline tuple is compared whole."""
+    if isinstance(value, list):
+        return list
+    if isinstance(value, SeqView):
+        return tuple if is_tuple(value) else list
+    return None
 
 
 def _diff_maps(old: Mapping[str, Any], new: Mapping[str, Any], path: Path) -> Iterator[Change]:
@@ -135,3 +169,64 @@ def _diff_seqs(old: Sequence[Any], new: Sequence[Any], path: Path) -> Iterator[C
         yield Change((*path, i), "added", None, _plain(new[i]))
     for i in range(n_new, n_old):
         yield Change((*path, i), "removed", _plain(old[i]), None)
+
+
+def _diff_trees(old: MapView | SeqView, new: MapView | SeqView, path: Path) -> Iterator[Change]:
+    """Two stored maps (or two stored lists) compared node by node: see the module docstring."""
+    old_loader, parts = tree_root(old)
+    a = parts[::-1]  # stacks: the next part is last
+    new_loader, parts = tree_root(new)
+    b = parts[::-1]
+    while a and b:
+        x, y = a[-1], b[-1]
+        if x.level >= 0 and y.level >= 0 and x.value == y.value and x.at == y.at:
+            a.pop()
+            b.pop()
+        elif x.at == y.at and x.level < 0 and y.level < 0:
+            a.pop()
+            b.pop()
+            if not (x.is_ref and y.is_ref and x.value == y.value):
+                yield from diff_values(_value(old_loader, x), _value(new_loader, y), (*path, x.at))
+        elif x.at < y.at and x.level < 0:
+            a.pop()
+            yield Change((*path, x.at), "removed", _plain_value(old_loader, x), None)
+        elif y.at < x.at and y.level < 0:
+            b.pop()
+            yield Change((*path, y.at), "added", None, _plain_value(new_loader, y))
+        else:
+            expand_a = x.at < y.at or (x.at == y.at and x.level >= y.level)
+            expand_b = y.at < x.at or (x.at == y.at and y.level >= x.level)
+            if expand_a:
+                _expand(a, old_loader)
+            if expand_b:
+                _expand(b, new_loader)
+    for part, value in _rest(b, new_loader):
+        yield Change((*path, part), "added", None, value)
+    for part, value in _rest(a, old_loader):
+        yield Change((*path, part), "removed", value, None)
+
+
+def _expand(stack: list[Part], loader: Loader) -> None:
+    """Replace the subtree next on ``stack`` by its parts."""
+    part = stack.pop()
+    stack.extend(reversed(loader.parts(part.value, part.at)))
+
+
+def _value(loader: Loader, part: Part) -> Any:
+    return loader.view(part.value) if part.is_ref else part.value
+
+
+def _plain_value(loader: Loader, part: Part) -> Any:
+    return loader.materialize(part.value) if part.is_ref else part.value
+
+
+def _rest(stack: list[Part], loader: Loader) -> Iterator[tuple[str | int, Any]]:
+    """Every (key or position, plain value) left on ``stack``, in order; each subtree
+    is materialized as a whole."""
+    while stack:
+        part = stack.pop()
+        if part.level < 0:
+            yield part.at, _plain_value(loader, part)
+        else:
+            below = loader.materialize(part.value)
+            yield from below.items() if isinstance(below, dict) else enumerate(below, part.at)

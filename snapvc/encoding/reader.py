@@ -4,6 +4,8 @@
 caller may mutate); it fetches the objects level by level in batches. ``Loader.view``
 returns a lazy ``MapView``/``SeqView`` that loads only the objects on the path it is
 asked for, so reading one message of a long history reads a handful of objects.
+``Part``s are the pieces of a MAP or SEQ tree in order, subtrees not yet read or leaf
+entries: what a walk that skips whole subtrees by id (``snapvc.diff``) works on.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import accumulate
 from threading import Lock
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 from snapvc.encoding.adapters import adapter_for_name
 from snapvc.encoding.nodes import children_of, decode_node
@@ -20,10 +22,41 @@ from snapvc.errors import CorruptObjectError, ObjectNotFoundError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
 
-__all__ = ["Loader", "MapView", "SeqView"]
+__all__ = ["Loader", "MapView", "Part", "SeqView", "is_tuple", "node_parts", "tree_root"]
 
 TAG_TUPLE = 1
 TAG_STR = 0
+
+
+class Part(NamedTuple):
+    """A piece of a MAP or SEQ tree: a subtree not read yet (``level >= 0``, ``value`` its
+    id) or one entry of a leaf (``level == -1``, ``value`` the inline value, or the id of
+    the value's object when ``is_ref``). ``at`` is its first key (maps) or its first
+    position (lists)."""
+
+    at: Any
+    level: int
+    value: Any
+    is_ref: bool
+
+
+def node_parts(kind: int, node: list[Any], at: int = 0) -> list[Part]:
+    """The parts of a decoded MAP or SEQ node in order: its children or its entries.
+    ``at`` is the node's first position (lists; a map's keys are in its nodes)."""
+    level = node[1]
+    if kind == MAP:
+        if level:
+            return [Part(first, level - 1, child, True) for first, child in zip(node[2], node[3])]
+        refs = set(node[3])
+        return [Part(key, -1, value, key in refs) for key, value in node[2].items()]
+    if level:
+        parts = []
+        for child, below in zip(node[2], node[3]):
+            parts.append(Part(at, level - 1, child, True))
+            at += below
+        return parts
+    refs = set(node[3])
+    return [Part(at + i, -1, value, i in refs) for i, value in enumerate(node[2])]
 
 
 class ObjectCache:
@@ -112,6 +145,10 @@ class Loader:
                     refs += children_of(kind, node)
             frontier = [r for r in dict.fromkeys(refs) if r not in decoded]
         return _Builder(decoded, raw).build(oid)
+
+    def parts(self, oid: bytes, at: int = 0) -> list[Part]:
+        """The parts of the MAP or SEQ node ``oid`` (see ``node_parts``)."""
+        return node_parts(*self.node(oid), at)
 
     def view(self, oid: bytes) -> Any:
         """A lazy view of a MAP or SEQ object, the value itself for anything else."""
@@ -279,3 +316,14 @@ class SeqView(Sequence[Any]):
 
     def __repr__(self) -> str:
         return f"<SeqView {self.id.short} of {len(self)} items>"
+
+
+def tree_root(view: MapView | SeqView) -> tuple[Loader, list[Part]]:
+    """Where a walk of a view's tree starts: its loader and its root node's parts."""
+    kind = MAP if isinstance(view, MapView) else SEQ
+    return view._loader, node_parts(kind, view._node)
+
+
+def is_tuple(view: SeqView) -> bool:
+    """Whether a stored sequence is a tuple (else a list)."""
+    return bool(view._node[0] == TAG_TUPLE)

@@ -1,0 +1,238 @@
+"""A diff of two stored states equals the diff of the same states built as plain Python
+values, and reads only the objects on the paths to what changed."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import snapvc
+from snapvc.diff import Change, diff_values
+from snapvc.encoding.reader import tree_root
+
+
+@dataclasses.dataclass
+class Note:
+    title: str
+    score: int
+
+
+def random_value(rng: random.Random, i: int) -> Any:
+    """Values of every shape a state holds: inline scalars and containers, typed values,
+    long strings (one object, or a chunked tree), and nested maps and lists that are
+    objects of their own."""
+    pick = rng.randrange(12)
+    if pick == 0:
+        return rng.randrange(1000)
+    if pick == 1:
+        return f"short {i} {rng.random()}"
+    if pick == 2:
+        return {"n": i, "text": "x" * rng.randrange(50), "flag": rng.random() < 0.5}
+    if pick == 3:
+        return (i, f"t{rng.randrange(9)}")
+    if pick == 4:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(20)))
+    if pick == 5:
+        return Note(f"note {i}", rng.randrange(5))
+    large = rng.random() < 0.1
+    if pick == 6:
+        return f"document {i} " + "lorem ipsum dolor " * (1200 if large else 150)
+    if pick == 7:
+        return {f"f{j}": f"field {j} of {i} " * 8 for j in range(30 if large else 5)}
+    if pick == 8:
+        return [f"item {j} of {i}" for j in range(300 if large else 3)]
+    if pick == 9:
+        return None
+    if pick == 10:
+        return rng.random()
+    return [i, [i + 1, {"deep": i}]]
+
+
+def edit_value(rng: random.Random, value: Any, i: int) -> Any:
+    """A value changed a little (inside it, when it is a container) or replaced."""
+    if isinstance(value, dict) and value and rng.random() < 0.7:
+        out = dict(value)
+        key = rng.choice(sorted(out))
+        out[key] = random_value(rng, i) if rng.random() < 0.5 else f"edited {i}"
+        return out
+    if isinstance(value, list) and value and rng.random() < 0.7:
+        items = list(value)
+        items[rng.randrange(len(items))] = f"edited {i}"
+        if rng.random() < 0.3:
+            items.append("one more")
+        return items
+    if isinstance(value, str) and len(value) > 2000 and rng.random() < 0.7:
+        at = rng.randrange(len(value))
+        return value[:at] + f" [edit {i}] " + value[at:]
+    return random_value(rng, i)
+
+
+def edit_map(rng: random.Random, state: dict[str, Any], edits: int) -> None:
+    keys = sorted(state)
+    for n in range(edits):
+        what = rng.random()
+        if what < 0.5 and keys:
+            key = rng.choice(keys)
+            state[key] = edit_value(rng, state[key], n)
+        elif what < 0.75 and keys:
+            key = keys.pop(rng.randrange(len(keys)))
+            del state[key]
+        else:
+            key = f"key-{rng.randrange(10 * len(state) + 10):07d}-new{n}"
+            state[key] = random_value(rng, n)
+            keys.append(key)
+    if rng.random() < 0.2:  # a run of neighbouring keys removed: whole leaves go
+        start = rng.randrange(max(1, len(keys) - 200))
+        for key in sorted(state)[start : start + 150]:
+            del state[key]
+
+
+def edit_list(rng: random.Random, items: list[Any], edits: int) -> None:
+    for n in range(edits):
+        what = rng.random()
+        if what < 0.4:
+            items.append(random_value(rng, n))
+        elif what < 0.7 and items:
+            i = rng.randrange(len(items))
+            items[i] = edit_value(rng, items[i], n)
+        elif what < 0.8 and items:
+            items.pop()
+        elif what < 0.9 and items:
+            del items[rng.randrange(len(items))]
+        else:
+            items.insert(rng.randrange(len(items) + 1), random_value(rng, n))
+
+
+def brute_force(old: Any, new: Any) -> list[Change]:
+    """The diff of two plain (materialized) values: every key and index looked at."""
+    return list(diff_values(old, new))
+
+
+def check_history(repo: snapvc.Repository, states: list[dict[str, Any]], rng: random.Random) -> None:
+    commits = [repo.commit(s) for s in states]
+    plain = [repo.checkout(c.id) for c in commits]
+    pairs = [(j - 1, j) for j in range(1, len(commits))] + [(j, j - 1) for j in range(1, len(commits))]
+    pairs += [(rng.randrange(len(commits)), rng.randrange(len(commits))) for _ in range(4)]
+    for i, j in pairs:
+        assert repo.diff(commits[i].id, commits[j].id) == brute_force(plain[i], plain[j]), (i, j)
+
+
+def root_level(repo: snapvc.Repository, path: str) -> int:
+    view = repo.snapshot()[path]
+    _, parts = tree_root(view)
+    return parts[0].level + 1
+
+
+@pytest.mark.parametrize(("size", "seed"), [(40, 1), (300, 2), (3_000, 3), (8_000, 4)])
+def test_map_diff_equals_brute_force(size: int, seed: int) -> None:
+    rng = random.Random(seed)
+    repo = snapvc.open("memory://")
+    entries = {f"key-{10 * i:07d}": random_value(rng, i) for i in range(size)}
+    states = [{"entries": copy.deepcopy(entries), "other": 1}]
+    for step in range(5):
+        edit_map(rng, entries, rng.choice([1, 3, 20]))
+        states.append({"entries": copy.deepcopy(entries), "other": step})
+    check_history(repo, states, rng)
+    if size >= 3_000:
+        assert root_level(repo, "entries") >= 2
+
+
+@pytest.mark.parametrize(("size", "seed"), [(30, 5), (400, 6), (3_000, 7), (8_000, 8)])
+def test_list_diff_equals_brute_force(size: int, seed: int) -> None:
+    rng = random.Random(seed)
+    repo = snapvc.open("memory://")
+    items = [random_value(rng, i) for i in range(size)]
+    states = [{"items": copy.deepcopy(items)}]
+    for _ in range(5):
+        edit_list(rng, items, rng.choice([1, 3, 20]))
+        states.append({"items": copy.deepcopy(items)})
+    for _ in range(2):  # the common case: a growing list
+        items.extend(random_value(rng, i) for i in range(rng.choice([1, 50])))
+        states.append({"items": copy.deepcopy(items)})
+    check_history(repo, states, rng)
+    if size >= 3_000:
+        assert root_level(repo, "items") >= 2
+
+
+def test_diff_between_a_single_node_and_a_tree() -> None:
+    repo = snapvc.open("memory://")
+    small = {"m": {f"k{i}": i for i in range(5)}, "l": list(range(5))}
+    large = {"m": {f"k{i}": i for i in range(20_000)}, "l": list(range(20_000))}
+    repo.commit(small)
+    repo.commit(large)
+    assert repo.diff("main~1", "main") == brute_force(small, large)
+    assert repo.diff("main", "main~1") == brute_force(large, small)
+    repo.commit({"m": {}, "l": []})
+    assert repo.diff("main~1", "main") == brute_force(large, {"m": {}, "l": []})
+
+
+def test_a_stored_list_that_became_a_tuple_is_modified(tmp_path: Path) -> None:
+    items = [f"item {i}" for i in range(2_000)]
+    with snapvc.open(tmp_path / "repo.snapvc") as repo:
+        repo.commit({"a": items, "b": tuple(items), "c": tuple(items)})
+    with snapvc.open(tmp_path / "repo.snapvc") as repo:
+        repo.commit({"a": tuple(items), "b": items[:3], "c": (*items[:5], "new", *items[6:])})
+        changes = repo.diff("main~1", "main")
+    assert [(c.path, c.kind) for c in changes] == [(("a",), "modified"), (("b",), "modified"), (("c", 5), "modified")]
+    assert changes[0].old == items and changes[0].new == tuple(items)
+
+
+def objects_read(repo: snapvc.Repository, a: str, b: str) -> tuple[int, list[Change]]:
+    """The objects ``repo.diff(a, b)`` fetched from the store, with nothing cached."""
+    repo.loader.cache.clear()
+    before = repo.loader.objects_read
+    changes = repo.diff(a, b)
+    return repo.loader.objects_read - before, changes
+
+
+def cost_of(change: Callable[[dict[str, Any]], None], state: dict[str, Any]) -> tuple[int, list[Change]]:
+    repo = snapvc.open("memory://")
+    repo.commit(state)
+    change(state)
+    repo.commit(state)
+    return objects_read(repo, "main~1", "main")
+
+
+def test_a_map_diff_reads_the_paths_to_the_changes() -> None:
+    entries = {f"key-{i:06d}": {"n": i, "text": "x" * 40} for i in range(100_000)}
+    picked = random.Random(9).sample(sorted(entries), 10)
+
+    def change(state: dict[str, Any]) -> None:
+        for key in picked:
+            state["entries"][key] = {"n": -1, "text": "x" * 40}
+
+    read, changes = cost_of(change, {"entries": entries})
+    assert [c.path for c in changes] == [("entries", key, "n") for key in sorted(picked)]
+    assert all(c.kind == "modified" and c.new == -1 for c in changes)
+    assert read < 200  # of about 1,800 objects in the state
+
+
+def test_a_list_diff_reads_the_appended_end() -> None:
+    messages = [{"role": "user", "content": f"message {i}"} for i in range(200_000)]
+
+    def change(state: dict[str, Any]) -> None:
+        state["messages"].extend({"role": "assistant", "content": f"reply {i}"} for i in range(10))
+
+    read, changes = cost_of(change, {"messages": messages})
+    assert [(c.path, c.kind) for c in changes] == [(("messages", 200_000 + i), "added") for i in range(10)]
+    assert changes[0].new == {"role": "assistant", "content": "reply 0"}
+    assert read < 50  # of about 1,900 objects in the state
+
+
+def test_unchanged_long_strings_are_not_read() -> None:
+    docs = {f"doc-{i:03d}": f"document {i} " + "lorem ipsum " * 2_000 for i in range(200)}
+    before = docs["doc-007"]
+
+    def change(state: dict[str, Any]) -> None:
+        state["docs"]["doc-007"] = "short now"
+
+    read, changes = cost_of(change, {"docs": docs})
+    assert [(c.path, c.kind) for c in changes] == [(("docs", "doc-007"), "modified")]
+    assert changes[0].old == before and changes[0].new == "short now"
+    assert read < 30  # the changed document's chunks and the map's spine, not every document
