@@ -459,3 +459,17 @@ def test_few_changes_through_state_match_encoding_from_scratch() -> None:
         cp = state.snapshot()
         assert repo.get_commit(repo.resolve(cp.id)).tree == fresh_tree(expected), step
     assert repo.checkout("main") == expected
+
+
+@pytest.mark.parametrize("make", [tuple, list])
+def test_a_large_container_changing_type_at_a_path_keeps_its_new_type(make: Callable[[list[Any]], Any]) -> None:
+    # The nodes of what stood at the same path last commit are reused only for the same
+    # kind of container: a tuple's nodes say "tuple", a list's "list".
+    items = [{"n": i, "text": f"item {i} " * 5} for i in range(2_000)]
+    other = tuple if make is list else list
+    repo = snapvc.open("memory://")
+    repo.commit({"items": other(items)})
+    repo.commit({"items": make(items)})
+    back = repo.checkout("main")["items"]
+    assert type(back) is make and list(back) == items
+    assert repo.get_commit(repo.resolve("main")).tree == fresh_tree({"items": make(items)})

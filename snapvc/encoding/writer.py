@@ -185,9 +185,9 @@ class EncodeCache:
         self.old: dict[int, Any] = {}
         self.new: dict[int, Any] = {}
         self._undo: list[Callable[[], None]] = []
-        # path in the state -> (tree, reference) of the node stored there
-        self.old_paths: dict[tuple[Any, ...], tuple[Any, Any]] = {}
-        self.new_paths: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+        # path in the state -> (tree, reference, kind, type tag) of the node stored there
+        self.old_paths: dict[tuple[Any, ...], tuple[Any, Any, int, Any]] = {}
+        self.new_paths: dict[tuple[Any, ...], tuple[Any, Any, int, Any]] = {}
         # path in the state -> (start offsets, references) of a long string's chunks
         self.old_chunks: dict[tuple[Any, ...], tuple[list[int], list[bytes]]] = {}
         self.new_chunks: dict[tuple[Any, ...], tuple[list[int], list[bytes]]] = {}
@@ -217,12 +217,16 @@ class EncodeCache:
             del found[key]
         self.new.update(found)
 
-    def at_path(self, path: tuple[Any, ...]) -> tuple[list[Level] | None, bytes | None]:
-        """(tree, reference) of the node stored at ``path`` in the last commit, if any."""
-        return self.old_paths.get(path, (None, None))
+    def at_path(self, path: tuple[Any, ...], kind: int, tag: Any) -> tuple[list[Level] | None, bytes | None]:
+        """(tree, reference) of the node stored at ``path`` in the last commit, if it was
+        a container of the same kind and type (a tuple's nodes are not a list's)."""
+        found = self.old_paths.get(path)
+        if found is None or found[2] != kind or found[3] != tag:
+            return None, None
+        return found[0], found[1]
 
-    def put_path(self, path: tuple[Any, ...], enc: bytes, tree: list[Level] | None) -> None:
-        self.new_paths[path] = (tree, enc)
+    def put_path(self, path: tuple[Any, ...], enc: bytes, tree: list[Level] | None, kind: int, tag: Any) -> None:
+        self.new_paths[path] = (tree, enc, kind, tag)
 
     def chunks_at(self, path: tuple[Any, ...]) -> tuple[list[int], list[bytes]]:
         """(start offsets, references) of the chunks of the long string stored at ``path``
@@ -840,11 +844,11 @@ class Encoder:
         if e is not None and e.enc.startswith(REF_PREFIX):
             old_tree, old_ref = e.tree, e.enc
         else:
-            old_tree, old_ref = self.cache.at_path(path)
+            old_tree, old_ref = self.cache.at_path(path, kind, tag)
         own = old_tree is not None and e is not None and old_tree is e.tree  # hints are about e's tree
         enc, tree = self._build(kind, tag, entries, leaf_hs, first_of, old_tree, old_ref,
                                 changed if own else None, prefix if own else None)
-        self.cache.put_path(path, enc, tree)
+        self.cache.put_path(path, enc, tree, kind, tag)
         return enc, tree
 
     def _leaf_payload(self, kind: int, tag: Any, entries: list[Any]) -> bytes:

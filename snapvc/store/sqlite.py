@@ -28,7 +28,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from snapvc.errors import (
@@ -161,8 +161,9 @@ class SqliteFile:
         except FileNotFoundError:
             return
         if size >= WAL_MAX_BYTES:
-            # Writes outran the background checkpoints: fold the log in here, once.
-            with self.lock:
+            # Writes outran the background checkpoints: fold the log in here, once. (Not
+            # during one of ours: SQLite runs one checkpoint at a time, and would refuse.)
+            with self.lock, self._checkpointer.running if self._checkpointer is not None else nullcontext():
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         elif size >= WAL_BYTES:
             if self._checkpointer is None:
@@ -207,6 +208,7 @@ class _Checkpointer:
         self._path = path
         self._wanted = threading.Event()
         self._stopping = False
+        self.running = threading.Lock()  # held while a checkpoint runs
         self._thread = threading.Thread(target=self._run, name=f"snapvc-checkpoint-{path.name}", daemon=True)
         self._thread.start()
 
@@ -228,13 +230,14 @@ class _Checkpointer:
                     return
                 # Each pass copies what the log held when it began; commits meanwhile add
                 # more. The log restarts from its beginning only once all of it is copied.
-                for _ in range(_CHECKPOINT_PASSES):
-                    try:
-                        busy, logged, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                    except sqlite3.Error:
-                        break  # busy or closing: the next request tries again; close checkpoints anyway
-                    if busy or copied >= logged or self._stopping:
-                        break
+                with self.running:
+                    for _ in range(_CHECKPOINT_PASSES):
+                        try:
+                            busy, logged, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                        except sqlite3.Error:
+                            break  # busy or closing: the next request tries again; close checkpoints anyway
+                        if busy or copied >= logged or self._stopping:
+                            break
         finally:
             conn.close()
 
