@@ -881,8 +881,13 @@ class Encoder:
             grown = old is None and level == 0 and old_ref is not None  # a single node that grew into a tree
             nodes: list[NodeRec] = []
             rebuilt: list[int] = []  # positions of the new nodes: the changed entries of the level above
+            # ... provided every reused node kept its position (a split here and a merge
+            # there can leave the count the same and the nodes between them shifted).
+            aligned = old is not None
             for item in plan:
                 if type(item) is NodeRec:
+                    if aligned and not (len(nodes) < len(old.nodes) and old.nodes[len(nodes)] is item):  # type: ignore[union-attr]
+                        aligned = False
                     nodes.append(item)
                     continue
                 rebuilt.append(len(nodes))
@@ -907,7 +912,7 @@ class Encoder:
             if len(nodes) == 1:
                 return nodes[0].ref, levels
             if changed is not None:
-                changed = rebuilt
+                changed = rebuilt if aligned and old is not None and len(nodes) == len(old.nodes) else None
             if kind == MAP:
                 entries = [(nd.first, nd.ref, nd.total) for nd in nodes]
             else:
