@@ -116,19 +116,27 @@ def plan_level(
                     out.append(NodeRec(i, i + length, cand.closed, cand.ref, cand.total, cand.first))
                     i += length
                     continue
-        j = i
-        size = 0
-        closed = False
-        while j < n:
-            h, s = hash_size(entries[j])
-            size += s
-            j += 1
-            if h * target < (s << 32) or size >= cap:
-                closed = True
-                break
+        j, closed = _cut(entries, i, hash_size, target, cap)
         out.append((i, j, closed))
         i = j
     return out
+
+
+def _cut(entries: list[Any], i: int, hash_size: Callable[[Any], tuple[int, int]], target: int,
+         cap: int) -> tuple[int, bool]:
+    """``(end, closed)`` of the node that starts at entry ``i``: it ends after the first
+    entry whose hash falls below its share of ``target``, or once it holds ``cap`` bytes
+    (closed), or with the entries (open)."""
+    n = len(entries)
+    size = 0
+    j = i
+    while j < n:
+        h, s = hash_size(entries[j])
+        size += s
+        j += 1
+        if h * target < (s << 32) or size >= cap:
+            return j, True
+    return n, False
 
 
 def _plan_changed(
@@ -160,23 +168,13 @@ def _plan_changed(
             i = ends[reuse - 1]
             k = reuse
             continue
-        start = i
-        size = 0
-        j = i
-        while j < n:
-            h, s = hash_size(entries[j])
-            size += s
-            j += 1
-            if h * target < (s << 32) or size >= cap:
-                out.append((start, j, True))
-                start = j
-                size = 0
-                if j in starts:  # every change before j is in the nodes just cut
-                    break
-        else:
-            if start < n:
-                out.append((start, n, False))
-            return out
-        i = j
-        k = starts[j]
+        while True:  # cut anew until a boundary falls where an old node began
+            j, closed = _cut(entries, i, hash_size, target, cap)
+            out.append((i, j, closed))
+            i = j
+            if j == n:
+                return out
+            if j in starts:  # every change before j is in the nodes just cut
+                break
+        k = starts[i]
     return out
