@@ -451,7 +451,6 @@ class Encoder:
         ``current`` (the container now) still holds: the others are trusted."""
         if e.gen == self._gen:
             return True
-        path = self._path
         if type(hint) is dict:
             kids = e.kids
             for key in hint:
@@ -468,21 +467,21 @@ class Encoder:
                     still_there = False
                 if not still_there:
                     continue  # replaced or gone: the caller's shallow check sees it
-                path.append(key)
-                ok = self._encode(child) == enc
-                path.pop()
-                if not ok:
+                if not self._child_same(key, child, enc):
                     return False
             return True
         if e.deep is not None:
             return e.deep.same()
-        for key, child, enc in e.kids:
-            path.append(key)
-            ok = self._encode(child) == enc
-            path.pop()
-            if not ok:
-                return False
-        return True
+        return all(self._child_same(key, child, enc) for key, child, enc in e.kids)
+
+    def _child_same(self, key: Any, child: Any, enc: bytes) -> bool:
+        """Whether ``child``, at ``key`` below the current path, still encodes to ``enc``
+        (encoding it, which costs nothing if it did not change)."""
+        self._path.append(key)
+        try:
+            return self._encode(child) == enc
+        finally:
+            self._path.pop()
 
     def _deep_of(self, kids: list[tuple[Any, Any, bytes]]) -> _Deep | None:
         """The flat snapshot of everything below, or None where checking the few kids one
