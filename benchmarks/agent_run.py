@@ -60,6 +60,7 @@ from benchmarks.measure import (
     size,
     store_files,
     summary_row,
+    timed_log,
     timed_snapshots,
 )
 from benchmarks.workload import AgentRun
@@ -269,18 +270,11 @@ def run_agent_benchmark(
     run = _timed_run(workload, path, steps, checks, say, set(growth_at))
     say("reading back")
     reads = _fresh_reads(path, run.state, checks)
-    fresh = snapvc.open(str(path))
-    try:
-        t0 = time.perf_counter()
-        list(fresh.log(BRANCH))
-        log_cold_s = time.perf_counter() - t0
-        log_s = median_time(LOG_REPEATS, lambda: list(fresh.log(BRANCH)))
-        log = list(fresh.log(BRANCH))
-        check(len(log) == steps + 1, checks, f"the log holds {steps + 1} commits")
-        check(bool(log) and log[0].id == run.last_id, checks, "the log starts at the last commit")
+    log_cold_s, log_s, log = timed_log(path, BRANCH, LOG_REPEATS)
+    check(len(log) == steps + 1, checks, f"the log holds {steps + 1} commits")
+    check(bool(log) and log[0].id == run.last_id, checks, "the log starts at the last commit")
+    with snapvc.open(str(path)) as fresh:
         stats = fresh.stats()
-    finally:
-        fresh.close()
     through_state: list[float] = []
     state_closed = None
     if with_state:

@@ -49,6 +49,7 @@ __all__ = [
     "timed_snapshots",
     "check",
     "median_time",
+    "timed_log",
     "percentile",
     "store_files",
     "tree_size",
@@ -140,6 +141,19 @@ def median_time(repeats: int, fn: Callable[[], object]) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def timed_log(path: Path, branch: str, repeats: int) -> tuple[float, float, list[snapvc.Commit]]:
+    """``list(repo.log(branch))`` on a freshly opened repository: the first walk's time,
+    the median of ``repeats`` more, and the commits."""
+    fresh = snapvc.open(str(path))
+    try:
+        t0 = time.perf_counter()
+        log = list(fresh.log(branch))
+        cold = time.perf_counter() - t0
+        return cold, median_time(repeats, lambda: list(fresh.log(branch))), log
+    finally:
+        fresh.close()
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -337,14 +351,7 @@ def measure_store(
     check(restored == expected, checks, f"{branch}: checkout on a freshly opened repository equals the state")
     what = "".join(f"[{p!r}]" for p in read)
     check(got == want, checks, f"{branch}: snapshot{what} equals the value in memory")
-    fresh = snapvc.open(str(path))
-    try:
-        t0 = time.perf_counter()
-        list(fresh.log(branch))
-        log_cold_s = time.perf_counter() - t0
-        log_s = median_time(repeats, lambda: list(fresh.log(branch)))
-    finally:
-        fresh.close()
+    log_cold_s, log_s, _ = timed_log(path, branch, repeats)
     return StoreFigures(
         commits=logged,
         open_bytes=sum(open_files.values()),

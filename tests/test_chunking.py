@@ -183,13 +183,18 @@ def test_changing_one_key_of_a_large_map() -> None:
 # -- (d) the same state again writes only the commit ----------------------------------------
 
 
-def test_recommitting_the_same_objects_writes_only_the_commit() -> None:
-    repo = snapvc.open("memory://")
-    state = {
+def mixed_state() -> dict[str, Any]:
+    """A history, a long document and a wide index: each kind of large container."""
+    return {
         "messages": [message(i) for i in range(3_000)],
         "doc": document(30_000),
         "index": {f"k{i}": i for i in range(2_000)},
     }
+
+
+def test_recommitting_the_same_objects_writes_only_the_commit() -> None:
+    repo = snapvc.open("memory://")
+    state = mixed_state()
     repo.commit(state)
     assert written(repo, state) == {"commit": 1}
     assert written(repo, state, message="again") == {"commit": 1}
@@ -197,11 +202,7 @@ def test_recommitting_the_same_objects_writes_only_the_commit() -> None:
 
 def test_recommitting_an_equal_state_rebuilt_from_scratch_writes_only_the_commit() -> None:
     repo = snapvc.open("memory://")
-    state = {
-        "messages": [message(i) for i in range(3_000)],
-        "doc": document(30_000),
-        "index": {f"k{i}": i for i in range(2_000)},
-    }
+    state = mixed_state()
     repo.commit(state)
     assert written(repo, copy.deepcopy(state)) == {"commit": 1}
     # Also in a second repository object over the same store contents: nothing is cached there.

@@ -602,15 +602,7 @@ class Encoder:
                     kids.append((k, v, enc))
         finally:
             self._active.discard(oid)
-        n = len(entries)
-        enc = b""
-        tree = None
-        if n <= SINGLE_NODE_ENTRIES and not force_node:
-            body = map_header(n) + b"".join([k + v for k, v in entries])
-            if len(body) <= INLINE_NODE_MAX and REF_PREFIX not in body:
-                enc = body if tag == TAG_DICT else pack(msgpack.ExtType(EXT_TYPED, array_header(2) + pack(tag) + body))
-        if not enc:
-            enc, tree = self._build_node(MAP, tag, entries, _map_leaf_hs, _first_key, e)
+        enc, tree = self._map_node(entries, force_node, tag, e)
         # Above dirty paths, the flat snapshot of all below is not rebuilt: the next
         # commit through dirty paths does not need it, and one without checks kid by kid.
         entry = self._remember(owner, tuple(d), tuple(d.values()), enc, kids, tree, entries,
@@ -699,16 +691,7 @@ class Encoder:
         before = (e.enc, e.tree, e.deep, e.gen, old_entries)
         self.cache.on_discard(lambda: (_restore_entries(e, undo, kids_before), _restore_node(e, before)))
         e.entries = entries
-        n = len(entries)
-        enc = b""
-        tree = None
-        if n <= SINGLE_NODE_ENTRIES and not force_node:
-            body = map_header(n) + b"".join([k + v for k, v in entries])
-            if len(body) <= INLINE_NODE_MAX and REF_PREFIX not in body:
-                enc = body if tag == TAG_DICT else self._pack(msgpack.ExtType(EXT_TYPED, array_header(2) + self._pack(tag) + body))
-        if not enc:
-            enc, tree = self._build_node(MAP, tag, entries, _map_leaf_hs, _first_key, e,
-                                         sorted([positions[k] for k in redo]))
+        enc, tree = self._map_node(entries, force_node, tag, e, sorted([positions[k] for k in redo]))
         e.enc = enc
         e.tree = tree
         if above_dirty or owner is not d:
@@ -717,6 +700,20 @@ class Encoder:
             e.deep = self._deep_of(kids)
         e.gen = self._gen
         return enc
+
+    def _map_node(self, entries: list[tuple[bytes, bytes]], force_node: bool, tag: Any, e: _Entry | None,
+                  changed: list[int] | None = None) -> tuple[bytes, list[Level] | None]:
+        """A dict's encoding from its sorted (key, value) encodings: inline when small and
+        holding no reference, else a stored node or tree; returns (encoding, tree or None)."""
+        n = len(entries)
+        if n <= SINGLE_NODE_ENTRIES and not force_node:
+            body = map_header(n) + b"".join([k + v for k, v in entries])
+            if len(body) <= INLINE_NODE_MAX and REF_PREFIX not in body:
+                if tag == TAG_DICT:
+                    return body, None
+                pack = self._pack
+                return pack(msgpack.ExtType(EXT_TYPED, array_header(2) + pack(tag) + body)), None
+        return self._build_node(MAP, tag, entries, _map_leaf_hs, _first_key, e, changed)
 
     def _encode_typed(self, v: Any, adapter: Any) -> bytes:
         try:
