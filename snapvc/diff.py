@@ -1,42 +1,57 @@
 """Structural diff between two states: which paths were added, removed or modified.
 
 Subtrees stored under the same id are equal and skipped without being read, so the
-cost follows the size of the change. Maps are compared key by key; lists element by
-element at the same index (a longer list shows its extra elements as added); a stored
-tuple element by element against a stored tuple, else whole, like an inline tuple.
+cost follows the size of the change. Maps are compared key by key. Lists (and a stored
+tuple against a stored tuple) by a sequence diff over their elements, each known by its
+encoding (inline bytes, or the id of its object: ``element_encoder``): the common
+prefix and suffix are trimmed, the rest aligned by ``difflib.SequenceMatcher``. Where
+it aligns runs of the same length, elements are paired and compared inside (``modified``
+changes, nested ones for containers); the rest are ``removed`` or ``added``. Indices
+are an element's own: ``removed`` at its index in the old list, ``added`` and
+``modified`` (and paths below them) at the index in the new one. Appending two messages
+to a list gives two ``added`` changes; inserting one in the middle, one. An inline
+tuple, and a plain against a stored one, is compared whole.
 
-Two stored maps or lists are compared by walking both prolly trees at once
-(``_diff_trees``). Each side is a stack of ``Part``s in order, subtrees not read yet
-and leaf entries, each with where it starts: its first key (inner map nodes carry
-their children's first keys) or its first position (inner list nodes carry their
-children's entry counts). At each step, with ``x`` and ``y`` the next part of each side:
+Two stored maps are compared by walking both prolly trees at once (``_diff_trees``).
+Each side is a stack of ``Part``s in order, subtrees not read yet and leaf entries,
+each with where it starts: its first key (inner map nodes carry their children's first
+keys). At each step, with ``x`` and ``y`` the next part of each side:
 
 - the same subtree id on both sides: skipped, unread;
-- two entries at the same key or position: their values are compared (equal object
-  ids skipped, else by ``diff_values``);
-- the part that starts first, if it is an entry: removed or added (maps only: both
-  sides of a list always start at the same position);
+- two entries at the same key: their values are compared (equal object ids skipped,
+  else by ``diff_values``);
+- the part that starts first, if it is an entry: removed or added;
 - otherwise a subtree is read and replaced by its parts: the one that starts first,
   else the higher one, else (same start, same level, different ids) both.
 
 Node boundaries come from the entries alone, so past an edit both trees cut at the
 same keys again and identical subtrees meet at the same level: a diff reads the paths
 from the roots to the changed leaves, and a leaf or two beside each, O(changes × depth)
-objects. A list that grew reads its changed spine and the new leaves. An edit that
-shifts a list's positions changes every element after it, which are all read. Whatever
-one side holds after the other ends is listed whole (``Loader.materialize``, in
-batches). A long string that changed is read whole (a ``Change`` holds both values).
+objects. Whatever one side holds after the other ends is listed whole
+(``Loader.materialize``, in batches).
+
+Two stored lists are trimmed the same way from both ends (``_diff_stored_seqs``): equal
+subtrees skipped unread, a differing one read, until two elements differ. What lies
+between the first and the last change is read down to its elements (their encodings,
+not their contents) and aligned. A list that grew at its end reads its changed spine
+and the new leaves; two edits far apart read the leaves between them. A long string
+that changed is read whole (a ``Change`` holds both values).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from bisect import bisect_right
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from typing import Any, Literal
 
-from snapvc.encoding.reader import Loader, MapView, Part, SeqView, is_tuple, tree_root
+from snapvc.encoding.reader import Loader, MapView, Part, SeqView, is_tuple, node_parts, tree_root
+from snapvc.encoding.nodes import seq_leaf_encodings
+from snapvc.encoding.writer import element_encoder
+from snapvc.objects import SEQ
 
-__all__ = ["Change", "diff_values", "format_path"]
+__all__ = ["Change", "diff_values", "format_path", "plain_value"]
 
 Path = tuple[str | int, ...]
 ChangeKind = Literal["added", "removed", "modified"]
@@ -112,6 +127,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def plain_value(value: Any) -> Any:
+    """A value as plain Python objects: a lazy view read whole, anything else as it is."""
+    return _plain(value)
+
+
 def _same_stored(a: Any, b: Any) -> bool:
     return isinstance(a, (MapView, SeqView)) and isinstance(b, (MapView, SeqView)) and a.id == b.id
 
@@ -131,7 +151,7 @@ def diff_values(old: Any, new: Any, path: Path = ()) -> Iterator[Change]:
     kind = _seq_kind(old)
     if kind is not None and kind is _seq_kind(new):
         if isinstance(old, SeqView) and isinstance(new, SeqView):
-            yield from _diff_trees(old, new, path)
+            yield from _diff_stored_seqs(old, new, path)
         else:
             yield from _diff_seqs(_plain(old), _plain(new), path)
         return
@@ -162,17 +182,130 @@ def _diff_maps(old: Mapping[str, Any], new: Mapping[str, Any], path: Path) -> It
 
 
 def _diff_seqs(old: Sequence[Any], new: Sequence[Any], path: Path) -> Iterator[Change]:
-    n_old, n_new = len(old), len(new)
-    for i in range(min(n_old, n_new)):
-        yield from diff_values(old[i], new[i], (*path, i))
-    for i in range(n_old, n_new):
-        yield Change((*path, i), "added", None, _plain(new[i]))
-    for i in range(n_new, n_old):
-        yield Change((*path, i), "removed", _plain(old[i]), None)
+    encode = element_encoder()
+    yield from _diff_aligned([encode(x) for x in old], [encode(y) for y in new],
+                             old.__getitem__, new.__getitem__, range(len(old)), range(len(new)), path)
 
 
-def _diff_trees(old: MapView | SeqView, new: MapView | SeqView, path: Path) -> Iterator[Change]:
-    """Two stored maps (or two stored lists) compared node by node: see the module docstring."""
+def _diff_aligned(a: list[bytes], b: list[bytes], old_at: Callable[[int], Any], new_at: Callable[[int], Any],
+                  a_pos: Sequence[int], b_pos: Sequence[int], path: Path) -> Iterator[Change]:
+    """The changes between two lists of elements, given as their encodings ``a``, ``b``
+    (``old_at(i)``, ``new_at(j)`` give the values, ``a_pos[i]``, ``b_pos[j]`` their
+    indices): the common prefix and suffix are trimmed, the rest aligned by
+    ``difflib.SequenceMatcher`` (see the module docstring for what each opcode gives)."""
+    n = min(len(a), len(b))
+    lo = 0
+    while lo < n and a[lo] == b[lo]:
+        lo += 1
+    hi_a, hi_b = len(a), len(b)
+    while hi_a > lo and hi_b > lo and a[hi_a - 1] == b[hi_b - 1]:
+        hi_a -= 1
+        hi_b -= 1
+    matcher = SequenceMatcher(None, a[lo:hi_a], b[lo:hi_b], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        i1, i2, j1, j2 = i1 + lo, i2 + lo, j1 + lo, j2 + lo
+        paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
+        for k in range(paired):
+            yield from diff_values(old_at(i1 + k), new_at(j1 + k), (*path, b_pos[j1 + k]))
+        for i in range(i1 + paired, i2):
+            yield Change((*path, a_pos[i]), "removed", _plain(old_at(i)), None)
+        for j in range(j1 + paired, j2):
+            yield Change((*path, b_pos[j]), "added", None, _plain(new_at(j)))
+
+
+def _diff_stored_seqs(old: SeqView, new: SeqView, path: Path) -> Iterator[Change]:
+    """Two stored lists: equal subtrees at either end are trimmed unread, what lies
+    between is read down to its elements and aligned as ``_diff_aligned`` does."""
+    x, y = _SeqSide(old), _SeqSide(new)
+    a, b = x.parts[::-1], y.parts[::-1]  # stacks: the next part is last
+    _trim(a, b, x, y, forward=True)
+    a.reverse()  # the rest in order, trimmed from its end now
+    b.reverse()
+    _trim(a, b, x, y, forward=False)
+    at_a, at_b = x.positions(a), y.positions(b)
+    yield from _diff_aligned([x.encoding[i] for i in at_a], [y.encoding[j] for j in at_b],
+                             lambda i: x.value(at_a[i]), lambda j: y.value(at_b[j]), at_a, at_b, path)
+
+
+class _SeqSide:
+    """One stored list being diffed: its tree's parts as read so far, the leaves read
+    (by first position) and the encoding of each of their elements (by position), cut
+    from the leaves' bytes."""
+
+    def __init__(self, view: SeqView) -> None:
+        self.loader, self.parts = tree_root(view)
+        self.encoding: dict[int, bytes] = {}
+        self._starts: list[int] = []
+        self._leaves: list[list[Any]] = []
+        if self.parts and self.parts[0].level < 0:  # the root is a leaf
+            self._note_leaf(view.id, 0)
+
+    def _note_leaf(self, oid: bytes, at: int) -> list[Any]:
+        data = self.loader.fetch(oid)
+        for i, enc in enumerate(seq_leaf_encodings(oid, data), at):
+            self.encoding[i] = enc
+        node = self.loader.node(oid)[1]
+        k = bisect_right(self._starts, at)
+        self._starts.insert(k, at)
+        self._leaves.insert(k, node)
+        return node
+
+    def open(self, part: Part) -> list[Part]:
+        """The parts of subtree ``part``."""
+        if part.level == 0:
+            return node_parts(SEQ, self._note_leaf(part.value, part.at), part.at)
+        return self.loader.parts(part.value, part.at)
+
+    def positions(self, parts: list[Part]) -> list[int]:
+        """The positions of the elements in ``parts``, their subtrees read a level at a time."""
+        while any(p.level > 0 for p in parts):
+            self.loader.fetch_many([p.value for p in parts if p.level > 0])
+            parts = [q for p in parts for q in (self.open(p) if p.level > 0 else (p,))]
+        self.loader.fetch_many([p.value for p in parts if p.level == 0])
+        out: list[int] = []
+        for p in parts:
+            if p.level == 0:
+                out += range(p.at, p.at + len(self._note_leaf(p.value, p.at)[2]))
+            else:
+                out.append(p.at)
+        return out
+
+    def value(self, at: int) -> Any:
+        """The element at position ``at`` (a view if it is an object of its own)."""
+        k = bisect_right(self._starts, at) - 1
+        node = self._leaves[k]
+        i = at - self._starts[k]
+        value = node[2][i]
+        return self.loader.view(value) if i in node[3] else value
+
+
+def _trim(a: list[Part], b: list[Part], x: _SeqSide, y: _SeqSide, forward: bool) -> None:
+    """Pop from the ends of ``a`` and ``b`` (their last items) what both hold alike: the
+    same subtree, or elements encoded alike; a subtree that differs is read, the higher
+    one first, until two elements differ or a side runs out."""
+    while a and b:
+        p, q = a[-1], b[-1]
+        if p.level >= 0 and q.level >= 0 and p.value == q.value:
+            a.pop()
+            b.pop()
+        elif p.level < 0 and q.level < 0:
+            if x.encoding[p.at] != y.encoding[q.at]:
+                return
+            a.pop()
+            b.pop()
+        else:
+            if p.level >= q.level:
+                below = x.open(a.pop())
+                a.extend(reversed(below) if forward else below)
+            if q.level >= p.level:
+                below = y.open(b.pop())
+                b.extend(reversed(below) if forward else below)
+
+
+def _diff_trees(old: MapView, new: MapView, path: Path) -> Iterator[Change]:
+    """Two stored maps compared node by node: see the module docstring."""
     old_loader, parts = tree_root(old)
     a = parts[::-1]  # stacks: the next part is last
     new_loader, parts = tree_root(new)
@@ -228,5 +361,4 @@ def _rest(stack: list[Part], loader: Loader) -> Iterator[tuple[str | int, Any]]:
         if part.level < 0:
             yield part.at, _plain_value(loader, part)
         else:
-            below = loader.materialize(part.value)
-            yield from below.items() if isinstance(below, dict) else enumerate(below, part.at)
+            yield from loader.materialize(part.value).items()

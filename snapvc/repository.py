@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from snapvc.backend import Backend, open_backend
-from snapvc.diff import Change, diff_values
+from snapvc.diff import Change, diff_values, plain_value
 from snapvc.encoding.nodes import children_of
 from snapvc.encoding.reader import Loader, MapView, ObjectCache
 from snapvc.encoding.writer import EncodeCache, Encoder
@@ -45,7 +45,7 @@ from snapvc.refs.names import (
     tag_ref,
 )
 from snapvc.refs.revs import resolve_rev
-from snapvc.state import State
+from snapvc.state import State, parse_path
 from snapvc.store.codec import open_object_store
 
 __all__ = ["Repository", "RepoStats", "open", "DEFAULT_BRANCH"]
@@ -260,7 +260,7 @@ class Repository:
         with self._write_lock:
             tip = self.refs.get(ref)
             cache = self._encode_cache(ref)
-            encoder = Encoder(cache)
+            encoder = Encoder(cache, self.loader)
             try:
                 if parents is None:
                     parents = (tip,) if tip is not None else ()
@@ -439,15 +439,58 @@ class Repository:
                     pc = self.get_commit(p, walking=True)
                     heapq.heappush(heap, (-pc.generation, -pc.timestamp_us, pc.id, pc))
 
-    def diff(self, a: str | ObjectId, b: str | ObjectId, paths: list[tuple[str | int, ...]] | None = None) -> list[Change]:
+    def diff(self, a: str | ObjectId | Mapping[str, Any], b: str | ObjectId | Mapping[str, Any],
+             paths: Iterable[str | tuple[str | int, ...]] | None = None) -> list[Change]:
         """What changed from ``a`` to ``b``: ``Change(path, kind, old, new)`` for every
-        added, removed or modified path; subtrees stored under the same id are skipped."""
-        old = self.snapshot(a)
-        new = self.snapshot(b)
-        changes = list(diff_values(old, new))
-        if paths:
-            changes = [c for c in changes if any(c.path[: len(p)] == tuple(p) for p in paths)]
+        added, removed or modified path (see ``snapvc.diff`` for lists' indices).
+
+        ``a`` and ``b`` are revs, or states in memory (a dict, a ``State``, a snapshot).
+        A state in memory is encoded first, without storing anything, at the cost of a
+        first commit of it; then both sides are compared as stored trees: subtrees
+        under the same id are skipped unread. ``paths`` (dotted, or tuples of keys and
+        indices) limits the diff to what lies at or below them; only those subtrees are
+        read."""
+        old, new = self._diff_side(a), self._diff_side(b)
+        if paths is None:
+            return list(diff_values(old, new))
+        wanted = list(dict.fromkeys(parse_path(p) for p in paths))
+        changes: list[Change] = []
+        for path in wanted:
+            if any(len(w) < len(path) and path[: len(w)] == w for w in wanted):
+                continue  # below another path asked for
+            x, y = _value_at(old, path), _value_at(new, path)
+            if x is _MISSING and y is not _MISSING:
+                changes.append(Change(path, "added", None, plain_value(y)))
+            elif y is _MISSING and x is not _MISSING:
+                changes.append(Change(path, "removed", plain_value(x), None))
+            elif x is not _MISSING:
+                changes.extend(diff_values(x, y, path))
         return changes
+
+    def _diff_side(self, side: str | ObjectId | Mapping[str, Any]) -> MapView:
+        """A side of a diff as a stored tree: a rev's snapshot, or a state in memory
+        encoded into objects kept in memory only, read through a loader of their own."""
+        if isinstance(side, MapView):
+            return side
+        if isinstance(side, (str, ObjectId)):
+            return self.snapshot(side)
+        if not isinstance(side, Mapping):
+            raise TypeError(f"a diff compares revs or states (mappings), not a {type(side).__name__}")
+        encoder = Encoder(loader=self.loader)
+        root = encoder.encode_root(dict(side))
+        objects = encoder.objects
+        get_stored = self.store.get_many
+
+        def get_many(ids: list[Any]) -> dict[Any, bytes]:
+            found = {oid: objects[oid] for oid in ids if oid in objects}
+            rest = [oid for oid in ids if oid not in found]
+            if rest:
+                found.update(get_stored(rest))
+            return found
+
+        view = Loader(get_many, ObjectCache(16 << 20)).view(root)
+        assert isinstance(view, MapView)
+        return view
 
     # -- statistics ---------------------------------------------------------------------
 
@@ -498,6 +541,21 @@ class Repository:
             size = len(payload) - 34 * len(refs) + sum(self._logical_size(r, memo) for r in refs)
         memo[oid] = size
         return size
+
+
+def _value_at(value: Any, path: tuple[str | int, ...]) -> Any:
+    """What lies at ``path`` below ``value`` (views read lazily), or ``_MISSING``."""
+    for step in path:
+        if isinstance(value, Mapping):
+            value = value.get(step, _MISSING) if isinstance(step, str) else _MISSING
+        elif isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+            index = step if isinstance(step, int) else int(step) if step.isdigit() else None
+            value = value[index] if index is not None and 0 <= index < len(value) else _MISSING
+        else:
+            return _MISSING
+        if value is _MISSING:
+            return value
+    return value
 
 
 def _kind_name(kind: int) -> str:

@@ -419,7 +419,7 @@ class State(MutableMapping[str, Any]):
 
         The value is the working copy's own object, not a copy: changing a dict or list
         you got changes the state (and the next snapshot sees it)."""
-        steps = _steps(path)
+        steps = parse_path(path)
         try:
             parent, key, where = self._locate(steps, path, create=False)
         except _NotThere:
@@ -452,7 +452,7 @@ class State(MutableMapping[str, Any]):
     def set(self, path: StatePath, value: Any) -> None:
         """Set the value at ``path``, creating missing dicts on the way. A list index must
         exist (to append, ``state.get("a.list").append(x)``)."""
-        steps = _steps(path)
+        steps = parse_path(path)
         if isinstance(value, MapView):
             value = value.to_dict()
         elif isinstance(value, SeqView):
@@ -470,7 +470,7 @@ class State(MutableMapping[str, Any]):
 
     def delete(self, path: StatePath) -> None:
         """Remove the key or list element at ``path``; ``PathError`` if there is none."""
-        steps = _steps(path)
+        steps = parse_path(path)
         if len(steps) > 1:
             self._before_change(steps[0])
         try:
@@ -501,7 +501,7 @@ class State(MutableMapping[str, Any]):
 
     def extend(self, path: StatePath, values: Iterable[Any]) -> None:
         """Append a copy of each of ``values`` to the list at ``path`` (see ``append``)."""
-        steps = _steps(path)
+        steps = parse_path(path)
         self._before_change(steps[0])
         try:
             parent, key, where = self._locate(steps, path, create=False)
@@ -696,7 +696,9 @@ def _own_copy(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
-def _steps(path: StatePath) -> tuple[str | int, ...]:
+def parse_path(path: StatePath) -> tuple[str | int, ...]:
+    """A path's steps: ``"a.b.0"`` -> ``("a", "b", "0")`` (a step of digits is an index
+    where it meets a list); a tuple is checked and kept. ``PathError`` if malformed."""
     if isinstance(path, str):
         steps = tuple(path.split("."))
         if "" in steps:

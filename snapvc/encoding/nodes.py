@@ -34,7 +34,7 @@ from snapvc.errors import CorruptObjectError, SnapvcError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, KIND_NAMES, MAP, SEQ, TEXT, split_object
 
-__all__ = ["leaf_payload", "inner_payload", "decode_node", "children_of"]
+__all__ = ["leaf_payload", "inner_payload", "decode_node", "children_of", "seq_leaf_encodings"]
 
 _BIN32: Final = b"\xc4\x20"  # msgpack bin 8 header for 32 bytes: a stored reference
 _ZERO: Final = b"\x00"
@@ -124,3 +124,29 @@ def children_of(kind: int, node: list[Any]) -> list[bytes]:
         return node[3] if kind == MAP else node[2]
     values = node[2]
     return [values[i] for i in (node[4] if kind == TEXT else node[3])]
+
+
+def seq_leaf_encodings(oid: bytes, data: bytes) -> list[bytes]:
+    """The encodings of a SEQ leaf's values as the encoder wrote them (a reference as
+    ``REF_PREFIX`` + id), cut from the object's canonical bytes without decoding them:
+    two elements are stored alike exactly when these are equal."""
+    unpacker = msgpack.Unpacker(max_buffer_size=len(data))
+    unpacker.feed(memoryview(data)[1:])
+    try:
+        unpacker.read_array_header()
+        unpacker.skip()  # tag
+        if unpacker.unpack() != 0:
+            raise ValueError("not a leaf")
+        n = unpacker.read_array_header()
+        out = []
+        start = unpacker.tell()
+        for _ in range(n):
+            unpacker.skip()
+            end = unpacker.tell()
+            out.append(data[1 + start : 1 + end])
+            start = end
+        for i in unpacker.unpack():
+            out[i] = REF_PREFIX + out[i][len(_BIN32):]
+    except Exception as exc:
+        raise CorruptObjectError(ObjectId(oid), f"cannot read the values of a SEQ leaf: {exc}") from None
+    return out

@@ -274,6 +274,18 @@ class MapView(Mapping[str, Any]):
         """The whole map as a fresh dict."""
         return self._loader.materialize(self.id)
 
+    @property
+    def loader(self) -> Loader:
+        """The loader this view reads through (an encoder stores a view of its own
+        repository as a reference to it)."""
+        return self._loader
+
+    def may_inline(self) -> bool:
+        """Whether the value might encode inline in a parent (one leaf holding no
+        reference): true of a small root state, which alone is stored as an object
+        whatever its size."""
+        return self._node[1] == 0 and not self._node[3]
+
     def __repr__(self) -> str:
         return f"<MapView {self.id.short} with {len(self)} keys>"
 
@@ -313,6 +325,13 @@ class SeqView(Sequence[Any]):
 
     def to_list(self) -> list[Any] | tuple[Any, ...]:
         return self._loader.materialize(self.id)
+
+    @property
+    def loader(self) -> Loader:
+        return self._loader
+
+    def may_inline(self) -> bool:
+        return self._node[1] == 0 and not self._node[3]
 
     def __repr__(self) -> str:
         return f"<SeqView {self.id.short} of {len(self)} items>"

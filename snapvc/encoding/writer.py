@@ -39,6 +39,7 @@ from pyfastcdc import FastCDC
 
 from snapvc.encoding.adapters import adapter_for_value
 from snapvc.encoding.nodes import inner_payload, leaf_payload
+from snapvc.encoding.reader import Loader, MapView, SeqView
 from snapvc.encoding.prolly import (
     TARGET_NODE_BYTES,
     Level,
@@ -61,7 +62,7 @@ from snapvc.errors import UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT, object_bytes
 
-__all__ = ["Encoder", "EncodeCache", "INLINE_STR_MAX", "CHUNK_THRESHOLD", "INLINE_NODE_MAX", "SINGLE_NODE_ENTRIES"]
+__all__ = ["Encoder", "EncodeCache", "element_encoder", "INLINE_STR_MAX", "CHUNK_THRESHOLD", "INLINE_NODE_MAX", "SINGLE_NODE_ENTRIES"]
 
 INLINE_STR_MAX: Final = 2048
 CHUNK_THRESHOLD: Final = 8192
@@ -297,8 +298,11 @@ class Encoder:
     in carries reusable work from one commit to the next.
     """
 
-    def __init__(self, cache: EncodeCache | None = None) -> None:
+    def __init__(self, cache: EncodeCache | None = None, loader: Loader | None = None) -> None:
         self.cache = cache if cache is not None else EncodeCache()
+        # A lazy view (``MapView``/``SeqView``) read through ``loader`` is already stored
+        # where this encoder's objects go: it encodes as a reference to it, unread.
+        self._loader = loader
         self.objects: dict[ObjectId, bytes] = {}
         self.bases: dict[ObjectId, ObjectId] = {}  # new object -> the object it replaces
         self._pack = new_packer().pack
@@ -395,6 +399,10 @@ class Encoder:
         if t in _SCALAR_EXT_TYPES:
             code, data = ext_payload_for(v, self._pack)  # type: ignore[misc]
             return self._pack(msgpack.ExtType(code, data))
+        if t is MapView or t is SeqView:
+            if v.loader is self._loader and not v.may_inline():
+                return REF_PREFIX + v.id  # stored already, as this value's own object
+            return self._encode(v.to_dict() if t is MapView else v.to_list())
         adapter = adapter_for_value(v)
         if adapter is not None:
             return self._encode_typed(v, adapter)
@@ -990,7 +998,7 @@ def _grow_undo(e: _Entry) -> Callable[[], None]:
 
     return undo
 _LARGE_SNAPSHOT = 256
-_IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, *_SCALAR_EXT_TYPES})
+_IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, MapView, SeqView, *_SCALAR_EXT_TYPES})
 
 
 def _unsupported_reason(v: Any) -> str:
@@ -1009,3 +1017,21 @@ def _unsupported_reason(v: Any) -> str:
         f"values of type {t.__module__}.{t.__qualname__} are not supported; use plain data, a dataclass, "
         f"a pydantic model, or register an adapter with snapvc.register_type"
     )
+
+
+def element_encoder(loader: Loader | None = None) -> Callable[[Any], bytes]:
+    """A function giving the bytes a value is written as inside its parent: its inline
+    encoding, or a reference to the object it would be stored as (computed, not kept).
+    Two values have equal encodings exactly when they are stored alike, which is what a
+    sequence diff compares list elements by (``snapvc.diff``). Views read through
+    ``loader`` give their own ids, unread."""
+    encoder = Encoder(loader=loader)
+
+    def encode(value: Any) -> bytes:
+        try:
+            return encoder._encode(value)
+        finally:
+            encoder.objects.clear()
+            encoder.bases.clear()
+
+    return encode
