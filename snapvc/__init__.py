@@ -14,7 +14,7 @@ See ``docs/`` and ``DESIGN.md`` for the model: objects, refs, commits.
 
 from __future__ import annotations
 
-from snapvc.diff import Change
+from snapvc.diff import Change, KeyChanges, key_changes
 from snapvc.encoding.adapters import register_type
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.errors import (
@@ -52,6 +52,8 @@ __all__ = [
     "Repository",
     "Commit",
     "Change",
+    "KeyChanges",
+    "key_changes",
     "ObjectId",
     "RepoStats",
     "ReflogEntry",

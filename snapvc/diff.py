@@ -40,7 +40,7 @@ that changed is read whole (a ``Change`` holds both values).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from bisect import bisect_right
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -51,7 +51,7 @@ from snapvc.encoding.nodes import seq_leaf_encodings
 from snapvc.encoding.writer import element_encoder
 from snapvc.objects import SEQ
 
-__all__ = ["Change", "diff_values", "format_path", "plain_value"]
+__all__ = ["Change", "KeyChanges", "diff_values", "format_path", "key_changes", "plain_value"]
 
 Path = tuple[str | int, ...]
 ChangeKind = Literal["added", "removed", "modified"]
@@ -77,6 +77,37 @@ class Change:
             before, after = _changed_region(self.old, self.new)
             return f"~ {where}: {before} -> {after}"
         return f"~ {where}: {_short(self.old)} -> {_short(self.new)}"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyChanges:
+    """The top-level keys a diff touched: added, removed, or changed (below them)."""
+
+    added: frozenset[str]
+    removed: frozenset[str]
+    changed: frozenset[str]
+
+    def __str__(self) -> str:
+        return f"Added: {sorted(self.added)}, Removed: {sorted(self.removed)}, Changed: {sorted(self.changed)}"
+
+
+def key_changes(changes: Iterable[Change]) -> KeyChanges:
+    """Which top-level keys ``changes`` added, removed or changed: comparing two
+    checkpoints key by key, ``key_changes(repo.diff(cp_before, cp_after))``."""
+    added: set[str] = set()
+    removed: set[str] = set()
+    changed: set[str] = set()
+    for c in changes:
+        if not c.path:
+            continue
+        key = str(c.path[0])
+        if len(c.path) == 1 and c.kind == "added":
+            added.add(key)
+        elif len(c.path) == 1 and c.kind == "removed":
+            removed.add(key)
+        else:
+            changed.add(key)
+    return KeyChanges(frozenset(added), frozenset(removed), frozenset(changed))
 
 
 def format_path(path: Path) -> str:

@@ -45,7 +45,7 @@ from snapvc.refs.names import (
     tag_ref,
 )
 from snapvc.refs.revs import resolve_rev
-from snapvc.state import State, parse_path
+from snapvc.state import Checkpoint, State, parse_path
 from snapvc.store.codec import open_object_store
 
 __all__ = ["Repository", "RepoStats", "open", "DEFAULT_BRANCH"]
@@ -444,8 +444,8 @@ class Repository:
         """What changed from ``a`` to ``b``: ``Change(path, kind, old, new)`` for every
         added, removed or modified path (see ``snapvc.diff`` for lists' indices).
 
-        ``a`` and ``b`` are revs, or states in memory (a dict, a ``State``, a snapshot).
-        A state in memory is encoded first, without storing anything, at the cost of a
+        ``a`` and ``b`` are revs, ``Checkpoint``s, or states in memory (a dict, a
+        ``State``, a snapshot). A state in memory is encoded first, without storing anything, at the cost of a
         first commit of it; then both sides are compared as stored trees: subtrees
         under the same id are skipped unread. ``paths`` (dotted, or tuples of keys and
         indices) limits the diff to what lies at or below them; only those subtrees are
@@ -470,6 +470,8 @@ class Repository:
     def _diff_side(self, side: str | ObjectId | Mapping[str, Any]) -> MapView:
         """A side of a diff as a stored tree: a rev's snapshot, or a state in memory
         encoded into objects kept in memory only, read through a loader of their own."""
+        if isinstance(side, Checkpoint):
+            side = side.values
         if isinstance(side, MapView):
             return side
         if isinstance(side, (str, ObjectId)):

@@ -236,3 +236,125 @@ def test_unchanged_long_strings_are_not_read() -> None:
     assert [(c.path, c.kind) for c in changes] == [(("docs", "doc-007"), "modified")]
     assert changes[0].old == before and changes[0].new == "short now"
     assert read < 30  # the changed document's chunks and the map's spine, not every document
+
+
+# -- lists: a sequence diff, not index by index ------------------------------------------
+
+def messages(n: int) -> list[dict[str, Any]]:
+    return [{"role": "user" if i % 2 else "assistant", "content": f"message {i}"} for i in range(n)]
+
+
+def test_an_insertion_or_a_deletion_in_the_middle_is_one_change() -> None:
+    repo = snapvc.open("memory://")
+    state = {"messages": messages(1_000)}
+    repo.commit(state)
+    state["messages"].insert(500, {"role": "tool", "content": "inserted"})
+    repo.commit(state)
+    del state["messages"][300]
+    repo.commit(state)
+    assert root_level(repo, "messages") >= 2  # stored as a tree: the stored path is what is tested
+    assert repo.diff("main~2", "main~1") == [Change(("messages", 500), "added", None, {"role": "tool", "content": "inserted"})]
+    assert repo.diff("main~1", "main") == [Change(("messages", 300), "removed", messages(1_000)[300], None)]
+    # Both at once: the removal at its index in the old list, the insertion at its index in the new one.
+    assert [(c.path, c.kind) for c in repo.diff("main~2", "main")] == [(("messages", 300), "removed"), (("messages", 499), "added")]
+    assert repo.diff("main~2", "main") == brute_force(repo.checkout("main~2"), repo.checkout("main"))
+
+
+def test_a_replaced_run_pairs_its_elements_and_compares_inside() -> None:
+    old = {"m": [{"k": i, "v": "x"} for i in range(10)]}
+    new = {"m": [*old["m"][:4], {"k": 4, "v": "y"}, {"k": 5, "v": "z"}, {"k": 99, "v": "x"}, *old["m"][6:]]}
+    changes = brute_force(old, new)
+    assert [(c.path, c.kind) for c in changes] == [
+        (("m", 4, "v"), "modified"), (("m", 5, "v"), "modified"), (("m", 6), "added"),
+    ]
+
+
+def test_an_insertion_in_a_long_list_reads_the_spine_around_it() -> None:
+    inserted = {"role": "tool", "content": "in the middle"}
+
+    def change(state: dict[str, Any]) -> None:
+        state["messages"].insert(100_000, inserted)
+
+    read, changes = cost_of(change, {"messages": messages(200_000)})
+    assert changes == [Change(("messages", 100_000), "added", None, inserted)]
+    assert read < 60  # of about 1,900 objects in the state
+
+
+def test_a_state_in_memory_diffs_against_a_rev(tmp_path: Path) -> None:
+    with snapvc.open(tmp_path / "repo.snapvc") as repo:
+        repo.commit({"notes": {f"n{i}": f"note {i}" for i in range(5_000)}, "messages": messages(3), "step": 1})
+        state = repo.state()
+        state.set("notes.n7", "changed")
+        state.append("messages", {"role": "user", "content": "more"})
+        state["step"] = 2
+        expected = [
+            Change(("messages", 3), "added", None, {"role": "user", "content": "more"}),
+            Change(("notes", "n7"), "modified", "note 7", "changed"),
+            Change(("step",), "modified", 1, 2),
+        ]
+        assert repo.diff("main", state) == expected
+        assert repo.diff("main", repo.checkout("main") | {"step": 2}) == [Change(("step",), "modified", 1, 2)]
+        before = state.snapshot()
+        assert repo.diff(before, "main") == []  # a Checkpoint is a side too
+        objects = repo.stats().objects
+        repo.diff("main", {"other": list(range(10_000))})
+        assert repo.stats().objects == objects  # nothing of a state in memory is stored
+
+
+def test_paths_limit_the_diff_and_what_it_reads() -> None:
+    repo = snapvc.open("memory://")
+    state = {"entries": {f"key-{i:06d}": {"n": i} for i in range(50_000)}, "plan": {"goal": "a", "steps": [1, 2]}}
+    repo.commit(state)
+    state["entries"]["key-000007"] = {"n": -1}
+    state["plan"]["steps"].append(3)
+    state["plan"]["done"] = True
+    repo.commit(state)
+    repo.loader.cache.clear()
+    before = repo.loader.objects_read
+    assert repo.diff("main~1", "main", paths=["plan.steps"]) == [Change(("plan", "steps", 2), "added", None, 3)]
+    assert repo.loader.objects_read - before < 10  # the entries map is not read
+    assert repo.diff("main~1", "main", paths=[("plan",), "plan.steps"]) == [
+        Change(("plan", "done"), "added", None, True), Change(("plan", "steps", 2), "added", None, 3),
+    ]
+    assert repo.diff("main~1", "main", paths=["missing.path"]) == []
+    assert repo.diff("main~1", {"plan": 1}, paths=["entries"])[0].kind == "removed"
+
+
+def test_key_changes_compares_two_checkpoints_key_by_key() -> None:
+    repo = snapvc.open("memory://")
+    state = repo.state()
+    state.update({"a": 1, "b": {"x": 1}, "c": 3})
+    before = state.snapshot()
+    state.delete("c")
+    state.set("b.x", 2)
+    state["d"] = 4
+    after = state.snapshot()
+    summary = snapvc.key_changes(repo.diff(before, after))
+    assert (summary.added, summary.removed, summary.changed) == ({"d"}, {"c"}, {"b"})
+    assert str(summary) == "Added: ['d'], Removed: ['c'], Changed: ['b']"
+
+
+# -- views of the repository commit as references ----------------------------------------
+
+def test_a_view_commits_as_a_reference_to_what_is_stored() -> None:
+    repo = snapvc.open("memory://")
+    repo.commit({"docs": {f"d{i}": "text " * 500 + str(i) for i in range(300)}, "step": 1})
+    objects = repo.stats().objects
+    repo.loader.cache.clear()
+    before = repo.loader.objects_read
+    docs = repo.snapshot()["docs"]
+    repo.commit({"docs": docs, "step": 2})
+    assert repo.loader.objects_read - before <= 2  # the roots of the state and of the view; nothing below
+    assert repo.stats().objects == objects + 2  # the new root and the commit
+    assert repo.checkout()["docs"] == repo.checkout("main~1")["docs"]
+
+
+def test_a_view_commits_to_the_same_tree_as_its_value() -> None:
+    repo = snapvc.open("memory://")
+    repo.commit({"small": 1})  # a root small enough to be inline, were it not the root
+    root = repo.snapshot()
+    other = snapvc.open("memory://")
+    other.commit({"list": list(range(5_000))})
+    as_views = repo.commit({"nested": root, "list": other.snapshot()["list"]})
+    plain = repo.commit({"nested": {"small": 1}, "list": list(range(5_000))})
+    assert as_views.tree == plain.tree
