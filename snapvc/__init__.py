@@ -40,6 +40,7 @@ from snapvc.errors import (
     UnsupportedValueError,
 )
 from snapvc.ids import ObjectId
+from snapvc.merge import ABSENT, Conflict, MergeResult, merge_values
 from snapvc.objects import Commit
 from snapvc.refs.base import ReflogEntry
 from snapvc.repository import Repository, RepoStats, open
@@ -52,6 +53,10 @@ __all__ = [
     "Repository",
     "Commit",
     "Change",
+    "merge_values",
+    "Conflict",
+    "MergeResult",
+    "ABSENT",
     "KeyChanges",
     "key_changes",
     "ObjectId",

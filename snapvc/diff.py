@@ -224,6 +224,20 @@ def _diff_aligned(a: list[bytes], b: list[bytes], old_at: Callable[[int], Any], 
     (``old_at(i)``, ``new_at(j)`` give the values, ``a_pos[i]``, ``b_pos[j]`` their
     indices): the common prefix and suffix are trimmed, the rest aligned by
     ``difflib.SequenceMatcher`` (see the module docstring for what each opcode gives)."""
+    for tag, i1, i2, j1, j2 in aligned_opcodes(a, b):
+        paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
+        for k in range(paired):
+            yield from diff_values(old_at(i1 + k), new_at(j1 + k), (*path, b_pos[j1 + k]))
+        for i in range(i1 + paired, i2):
+            yield Change((*path, a_pos[i]), "removed", _plain(old_at(i)), None)
+        for j in range(j1 + paired, j2):
+            yield Change((*path, b_pos[j]), "added", None, _plain(new_at(j)))
+
+
+def aligned_opcodes(a: list[bytes], b: list[bytes]) -> Iterator[tuple[str, int, int, int, int]]:
+    """The opcodes other than ``equal`` that turn elements encoded ``a`` into ``b``
+    (indices into both): the common prefix and suffix trimmed, the rest aligned by
+    ``difflib.SequenceMatcher``. Shared by the diff and the merge of lists."""
     n = min(len(a), len(b))
     lo = 0
     while lo < n and a[lo] == b[lo]:
@@ -234,21 +248,15 @@ def _diff_aligned(a: list[bytes], b: list[bytes], old_at: Callable[[int], Any], 
         hi_b -= 1
     matcher = SequenceMatcher(None, a[lo:hi_a], b[lo:hi_b], autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        i1, i2, j1, j2 = i1 + lo, i2 + lo, j1 + lo, j2 + lo
-        paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
-        for k in range(paired):
-            yield from diff_values(old_at(i1 + k), new_at(j1 + k), (*path, b_pos[j1 + k]))
-        for i in range(i1 + paired, i2):
-            yield Change((*path, a_pos[i]), "removed", _plain(old_at(i)), None)
-        for j in range(j1 + paired, j2):
-            yield Change((*path, b_pos[j]), "added", None, _plain(new_at(j)))
+        if tag != "equal":
+            yield tag, i1 + lo, i2 + lo, j1 + lo, j2 + lo
 
 
-def _diff_stored_seqs(old: SeqView, new: SeqView, path: Path) -> Iterator[Change]:
-    """Two stored lists: equal subtrees at either end are trimmed unread, what lies
-    between is read down to its elements and aligned as ``_diff_aligned`` does."""
+def stored_elements(old: SeqView, new: SeqView) -> tuple[list[int], list[int], list[bytes], list[bytes],
+                                                          Callable[[int], Any], Callable[[int], Any]]:
+    """What lies between the common ends of two stored lists (equal subtrees at either
+    end trimmed unread): each side's positions, its elements' encodings, and a function
+    giving the element at an index into those lists (a view if it is an object)."""
     x, y = _SeqSide(old), _SeqSide(new)
     a, b = x.parts[::-1], y.parts[::-1]  # stacks: the next part is last
     _trim(a, b, x, y, forward=True)
@@ -256,8 +264,15 @@ def _diff_stored_seqs(old: SeqView, new: SeqView, path: Path) -> Iterator[Change
     b.reverse()
     _trim(a, b, x, y, forward=False)
     at_a, at_b = x.positions(a), y.positions(b)
-    yield from _diff_aligned([x.encoding[i] for i in at_a], [y.encoding[j] for j in at_b],
-                             lambda i: x.value(at_a[i]), lambda j: y.value(at_b[j]), at_a, at_b, path)
+    return (at_a, at_b, [x.encoding[i] for i in at_a], [y.encoding[j] for j in at_b],
+            lambda i: x.value(at_a[i]), lambda j: y.value(at_b[j]))
+
+
+def _diff_stored_seqs(old: SeqView, new: SeqView, path: Path) -> Iterator[Change]:
+    """Two stored lists: equal subtrees at either end are trimmed unread, what lies
+    between is read down to its elements and aligned as ``_diff_aligned`` does."""
+    at_a, at_b, a, b, old_at, new_at = stored_elements(old, new)
+    yield from _diff_aligned(a, b, old_at, new_at, at_a, at_b, path)
 
 
 class _SeqSide:

@@ -34,6 +34,7 @@ from snapvc.errors import (
     UnknownRevisionError,
 )
 from snapvc.ids import ObjectId
+from snapvc.merge import MergeResult, Resolve, check_resolve, find_merge_base, merge_states
 from snapvc.objects import BLOB, COMMIT, MAP, SEQ, TEXT, Commit, split_object
 from snapvc.refs.base import ReflogEntry
 from snapvc.refs.names import (
@@ -493,6 +494,112 @@ class Repository:
         view = Loader(get_many, ObjectCache(16 << 20)).view(root)
         assert isinstance(view, MapView)
         return view
+
+    # -- merging ------------------------------------------------------------------------
+
+    def merge_base(self, a: str | ObjectId, b: str | ObjectId) -> ObjectId | None:
+        """The best common ancestor of two revs (see ``snapvc.merge``), None if none."""
+        return find_merge_base(self._walk_commit, self.resolve(a), self.resolve(b))
+
+    def _walk_commit(self, oid: ObjectId) -> Commit:
+        return self.get_commit(oid, walking=True)
+
+    def merge(self, source: str | ObjectId, into: str | None = None, message: str | None = None,
+              resolve: Resolve = None, *, metadata: dict[str, Any] | None = None, author: str | None = None,
+              no_ff: bool = False) -> MergeResult:
+        """Merge ``source`` (a rev) into branch ``into`` (default: HEAD's branch).
+
+        ``source`` already in ``into``'s history: up to date, nothing written. ``into`` in
+        ``source``'s history: the branch fast-forwards to it (``no_ff`` makes a merge
+        commit instead). Otherwise a three-way merge against the merge base (an empty
+        state if there is none; see ``snapvc.merge``), decided by ``resolve`` (None,
+        ``"ours"``, ``"theirs"`` or a callable taking a ``Conflict``): with conflicts left,
+        nothing is written and they are in the result. The merge commit's parents are
+        ``into``'s tip and ``source``; if the branch moved meanwhile, ``RefConflictError``.
+        Large maps and lists changed on both sides are stored as new trees built from
+        the old ones: a merge reads and writes what changed, not the whole state.
+        """
+        check_resolve(resolve)
+        ref = self._branch_ref(into)
+        name = short_name(ref)
+        tip = self.refs.get(ref)
+        if tip is None:
+            raise RefNotFoundError(ref) from ValueError(f"cannot merge into {name!r}: no such branch")
+        theirs = self.resolve(source)
+        base = self.merge_base(tip, theirs)
+        if base == theirs:
+            return MergeResult(None, [], base, up_to_date=True)
+        if base == tip and not no_ff:
+            with self._write_lock:
+                if not self.refs.compare_and_swap(ref, tip, theirs, f"merge {source}: Fast-forward"):
+                    raise RefConflictError(ref, tip, self.refs.get(ref))
+            return MergeResult(self.get_commit(theirs), [], base, fast_forward=True)
+        label = source.short if isinstance(source, ObjectId) else source
+        return self._three_way(ref, tip, base, self.snapshot(base) if base is not None else {}, theirs, resolve,
+                               message if message is not None else f"Merge {label} into {name}",
+                               metadata, author, parents=(tip, theirs))
+
+    def revert(self, commit: str | ObjectId, branch: str | None = None, message: str | None = None,
+               resolve: Resolve = None, *, mainline: int = 1) -> MergeResult:
+        """A new commit on ``branch`` (default: HEAD's) that undoes ``commit``'s changes:
+        a three-way merge of the branch tip with ``commit``'s parent, from ``commit``
+        (for a merge commit, its parent number ``mainline``; a root commit is undone
+        towards an empty state). Nothing to undo: up to date, nothing written."""
+        check_resolve(resolve)
+        target, parent = self._change_of(commit, mainline)
+        first = target.message.splitlines()[0] if target.message else target.id.short
+        text = message if message is not None else f'Revert "{first}"\n\nThis reverts commit {target.id.hex}.'
+        ref, tip = self._tip_of(branch)
+        return self._three_way(ref, tip, target.id, self.snapshot(target.id), parent, resolve, text, None, None,
+                               parents=(tip,))
+
+    def cherry_pick(self, commit: str | ObjectId, onto: str | None = None, message: str | None = None,
+                    resolve: Resolve = None, *, mainline: int = 1) -> MergeResult:
+        """Apply ``commit``'s changes (against its parent, or parent number ``mainline``
+        of a merge commit) onto branch ``onto`` (default: HEAD's) as a new commit with its
+        message, metadata and author; the message notes where it was picked from."""
+        check_resolve(resolve)
+        target, parent = self._change_of(commit, mainline)
+        text = (message if message is not None else target.message) + f"\n\n(cherry picked from commit {target.id.hex})"
+        ref, tip = self._tip_of(onto)
+        return self._three_way(ref, tip, parent, self.snapshot(parent) if parent is not None else {}, target.id,
+                               resolve, text, dict(target.metadata), target.author, parents=(tip,))
+
+    def _tip_of(self, branch: str | None) -> tuple[str, ObjectId]:
+        ref = self._branch_ref(branch)
+        tip = self.refs.get(ref)
+        if tip is None:
+            raise RefNotFoundError(ref) from ValueError(f"branch {short_name(ref)!r} has no commit")
+        return ref, tip
+
+    def _change_of(self, rev: str | ObjectId, mainline: int) -> tuple[Commit, ObjectId | None]:
+        """A commit and the parent its changes are taken against."""
+        target = self.get_commit(self.resolve(rev), rev=str(rev))
+        if not target.parents:
+            return target, None
+        if not 1 <= mainline <= len(target.parents):
+            raise ValueError(f"{rev}: mainline {mainline} is not a parent number of commit {target.id.short} "
+                             f"(it has {len(target.parents)})")
+        return target, target.parents[mainline - 1]
+
+    def _three_way(self, ref: str, tip: ObjectId, base_id: ObjectId | None, base: Any, theirs: ObjectId | None,
+                   resolve: Resolve, message: str, metadata: dict[str, Any] | None, author: str | None,
+                   parents: tuple[ObjectId, ...]) -> MergeResult:
+        """Merge ``base`` -> tip and ``base`` -> ``theirs`` (None: an empty state), and
+        commit the result on ``ref`` with ``parents`` unless conflicts remain. New trees
+        of large containers are written first (invariant 1: objects before the ref)."""
+        done = merge_states(base, self.snapshot(tip), self.snapshot(theirs) if theirs is not None else {}, self.loader,
+                            resolve)
+        if done.state is None:
+            return MergeResult(None, done.conflicts, base_id)
+        if done.unchanged and len(parents) == 1:
+            return MergeResult(None, [], base_id, up_to_date=True, resolved=done.resolved)
+        if done.objects:
+            self.store.put_many(list(done.objects.items()))
+            for oid, data in done.objects.items():
+                self.loader.cache.put(oid, data)
+        commit = self.commit(done.state, short_name(ref), message, metadata, author=author, parents=parents)
+        return MergeResult(commit, [], base_id, resolved=done.resolved)
 
     # -- statistics ---------------------------------------------------------------------
 

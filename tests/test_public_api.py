@@ -13,6 +13,7 @@ import snapvc.errors
 PUBLIC = {
     "open", "Repository", "Commit", "Change", "ObjectId", "RepoStats", "ReflogEntry", "MapView", "SeqView",
     "State", "Checkpoint", "register_type", "__version__",
+    "merge_values", "Conflict", "MergeResult", "ABSENT",
     "SnapvcError", "UnsupportedValueError", "UnknownTypeError", "PathError", "RepositoryError", "RepositoryNotFoundError",
     "NotARepositoryError", "FormatVersionError", "ObjectError", "ObjectNotFoundError", "CorruptObjectError",
     "RevisionError", "UnknownRevisionError", "AmbiguousRevisionError", "InvalidRevisionError", "RefError",
@@ -22,6 +23,7 @@ PUBLIC = {
 REPOSITORY_METHODS = {
     "commit", "checkout", "snapshot", "branch", "branches", "tag", "tags", "delete_branch", "delete_tag", "reset",
     "switch", "reflog", "log", "diff", "resolve", "get_commit", "stats", "close", "state",
+    "merge", "merge_base", "revert", "cherry_pick",
 }
 
 STATE_METHODS = {

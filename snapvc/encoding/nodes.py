@@ -34,7 +34,7 @@ from snapvc.errors import CorruptObjectError, SnapvcError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, KIND_NAMES, MAP, SEQ, TEXT, split_object
 
-__all__ = ["leaf_payload", "inner_payload", "decode_node", "children_of", "seq_leaf_encodings"]
+__all__ = ["leaf_payload", "inner_payload", "decode_node", "children_of", "seq_leaf_encodings", "map_leaf_encodings"]
 
 _BIN32: Final = b"\xc4\x20"  # msgpack bin 8 header for 32 bytes: a stored reference
 _ZERO: Final = b"\x00"
@@ -149,4 +149,33 @@ def seq_leaf_encodings(oid: bytes, data: bytes) -> list[bytes]:
             out[i] = REF_PREFIX + out[i][len(_BIN32):]
     except Exception as exc:
         raise CorruptObjectError(ObjectId(oid), f"cannot read the values of a SEQ leaf: {exc}") from None
+    return out
+
+
+def map_leaf_encodings(oid: bytes, data: bytes) -> list[tuple[str, bytes, bytes]]:
+    """``(key, key's encoding, value's encoding)`` of each entry of a MAP leaf, in order,
+    cut from its canonical bytes as ``seq_leaf_encodings`` does: the entries a tree edit
+    (``snapvc.encoding.splice``) rebuilds the leaf from."""
+    unpacker = msgpack.Unpacker(max_buffer_size=len(data), raw=False)
+    unpacker.feed(memoryview(data)[1:])
+    try:
+        unpacker.read_array_header()
+        unpacker.skip()  # tag
+        if unpacker.unpack() != 0:
+            raise ValueError("not a leaf")
+        n = unpacker.read_map_header()
+        out = []
+        start = unpacker.tell()
+        for _ in range(n):
+            key = unpacker.unpack()
+            middle = unpacker.tell()
+            unpacker.skip()
+            end = unpacker.tell()
+            out.append((key, data[1 + start : 1 + middle], data[1 + middle : 1 + end]))
+            start = end
+        refs = set(unpacker.unpack())
+        if refs:
+            out = [(k, kb, REF_PREFIX + v[len(_BIN32):] if k in refs else v) for k, kb, v in out]
+    except Exception as exc:
+        raise CorruptObjectError(ObjectId(oid), f"cannot read the entries of a MAP leaf: {exc}") from None
     return out

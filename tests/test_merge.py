@@ -1,0 +1,456 @@
+"""Three-way merge: the laws (hypothesis), the agent cases on a repository, the merge
+base, revert and cherry-pick, and what a merge of large states reads and stores."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import snapvc
+from snapvc import ABSENT, Conflict, MergeResult, merge_values
+from snapvc.diff import plain_value
+from snapvc.encoding.splice import TreeSplicer
+from snapvc.encoding.writer import element_encoder
+
+
+def plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return plain_value(value)
+
+
+def clean(base: Any, ours: Any, theirs: Any) -> Any:
+    merged, conflicts = merge_values(base, ours, theirs)
+    assert conflicts == []
+    return plain(merged)
+
+
+# -- laws ---------------------------------------------------------------------------------
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=3))
+values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                       st.dictionaries(st.text("abc", max_size=2), inner, max_size=4)),
+                      max_leaves=12)
+states = st.dictionaries(st.sampled_from("abcdef"), values, max_size=6)
+
+
+@settings(max_examples=100, deadline=None)
+@given(states, states)
+def test_one_side_changed_gives_that_side(base: dict[str, Any], x: dict[str, Any]) -> None:
+    assert clean(base, x, base) == x
+    assert clean(base, base, x) == x
+    assert clean(base, x, x) == x
+
+
+@st.composite
+def disjoint_edits(draw: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A base and two edits of it that touch different keys and different list regions."""
+    base = draw(st.dictionaries(st.sampled_from("abcdefgh"), values, max_size=8))
+    base["log"] = draw(st.lists(st.integers(0, 50), min_size=4, max_size=12))
+    keys = sorted(k for k in base if k != "log")
+    split = draw(st.integers(0, len(keys)))
+    ours, theirs = dict(base), dict(base)
+    for side, mine in ((ours, keys[:split]), (theirs, keys[split:])):
+        for key in mine:
+            action = draw(st.sampled_from(["keep", "change", "remove"]))
+            if action == "change":
+                side[key] = draw(values)
+            elif action == "remove":
+                del side[key]
+    for side, new in ((ours, "x"), (theirs, "y")):
+        if draw(st.booleans()):
+            side[new] = draw(values)  # a key only this side adds
+    n = len(base["log"])
+    cut = draw(st.integers(1, n - 1))
+    # ours edits the first part of the list, theirs the second, never touching the boundary
+    lo = draw(st.integers(0, cut - 1))
+    ours["log"] = base["log"][:lo] + draw(st.lists(st.integers(100, 150), max_size=3)) + base["log"][lo + 1:]
+    hi = draw(st.integers(cut + 1, n))
+    theirs["log"] = base["log"][:hi] + draw(st.lists(st.integers(200, 250), max_size=3)) + base["log"][hi:]
+    return base, ours, theirs
+
+
+@settings(max_examples=100, deadline=None)
+@given(disjoint_edits())
+def test_disjoint_edits_commute(case: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> None:
+    base, ours, theirs = case
+    merged = clean(base, ours, theirs)
+    assert merged == clean(base, theirs, ours)
+    for key in set(ours) | set(theirs):
+        if key != "log":
+            side = ours if ours.get(key, ABSENT) != base.get(key, ABSENT) else theirs
+            assert merged.get(key, ABSENT) == side.get(key, ABSENT)
+
+
+def test_same_position_insertions_keep_ours_first() -> None:
+    base = {"messages": ["a"]}
+    assert clean(base, {"messages": ["a", "o1", "o2"]}, {"messages": ["a", "t1"]}) == {"messages": ["a", "o1", "o2", "t1"]}
+    assert clean(base, {"messages": ["a", "t1"]}, {"messages": ["a", "o1", "o2"]}) == {"messages": ["a", "t1", "o1", "o2"]}
+    assert clean(base, {"messages": ["a", "same"]}, {"messages": ["a", "same"]}) == {"messages": ["a", "same"]}
+    assert clean(base, {"messages": ["same", "a"]}, {"messages": ["same", "a", "t"]}) == {"messages": ["same", "a", "t"]}
+
+
+def test_lists_merge_elements_edited_on_both_sides() -> None:
+    base = {"notes": [{"t": "a"}, {"t": "b"}, {"t": "c"}]}
+    ours = {"notes": [{"t": "a"}, {"t": "b", "by": "o"}, {"t": "c"}]}
+    theirs = {"notes": [{"t": "a"}, {"t": "b", "seen": True}, {"t": "c"}, {"t": "d"}]}
+    assert clean(base, ours, theirs) == {"notes": [{"t": "a"}, {"t": "b", "by": "o", "seen": True}, {"t": "c"}, {"t": "d"}]}
+    merged, conflicts = merge_values([1, {"v": 1}], [0, 1, {"v": 2}], [1, {"v": 3}])
+    assert [c.path for c in conflicts] == [(2, "v")]  # ours' index of the element
+
+
+def test_conflicts() -> None:
+    merged, conflicts = merge_values({"a": 1, "b": 2}, {"a": 2, "b": 2}, {"a": 3})
+    assert conflicts == [Conflict(("a",), 1, 2, 3)]
+    assert merged == {"a": 2}  # ours at a conflict; b removed by theirs, unchanged by ours
+    _, conflicts = merge_values({"a": {"x": 1}}, {}, {"a": {"x": 2}})
+    assert conflicts == [Conflict(("a",), {"x": 1}, ABSENT, {"x": 2})]
+    assert str(conflicts[0]) == "a: base {'x': 1}, ours <absent>, theirs {'x': 2}"
+    _, conflicts = merge_values([1, 2, 3], [1, 9, 8, 3], [1, 7, 3])
+    assert conflicts == [Conflict((), [1, 2, 3], [1, 9, 8, 3], [1, 7, 3])]
+    _, conflicts = merge_values({"s": "x"}, {"s": "y"}, {"s": "y"})
+    assert conflicts == []
+    merged, _ = merge_values({"n": 1}, {"n": True}, {"n": 1})
+    assert merged["n"] is True  # True is not 1: a change
+    assert merge_values({}, {"k": {"a": 1}}, {"k": {"b": 2}}) == ({"k": {"a": 1, "b": 2}}, [])
+
+
+def test_strategies() -> None:
+    base, ours, theirs = {"a": 1, "b": 1}, {"a": 2, "b": 2}, {"a": 3}
+    assert merge_values(base, ours, theirs, resolve="ours") == ({"a": 2, "b": 2}, [])
+    assert merge_values(base, ours, theirs, resolve="theirs") == ({"a": 3}, [])
+    seen: list[Conflict] = []
+
+    def pick(conflict: Conflict) -> Any:
+        seen.append(conflict)
+        return ABSENT if conflict.path == ("b",) else conflict.ours + conflict.theirs
+
+    assert merge_values(base, ours, theirs, resolve=pick) == ({"a": 5}, [])
+    assert [c.path for c in seen] == [("a",), ("b",)]
+    with pytest.raises(ValueError, match="'mine'"):
+        merge_values(base, ours, theirs, resolve="mine")  # type: ignore[arg-type]
+    assert repr(ABSENT) == "<absent>" and not ABSENT
+
+
+# -- repositories ---------------------------------------------------------------------------
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        self.now += 1
+        return self.now
+
+
+@pytest.fixture
+def repo() -> snapvc.Repository:
+    r = snapvc.open("memory://", clock=Clock(), author="tester")
+    r.commit({"messages": ["system: be brief"], "scratchpad": {"goal": "answer"}, "step": 0}, branch="main",
+             message="start")
+    return r
+
+
+def work(repo: snapvc.Repository, branch: str, message: str, change: Any) -> snapvc.Commit:
+    state = repo.checkout(branch)
+    change(state)
+    return repo.commit(state, branch=branch, message=message)
+
+
+def fork_two(repo: snapvc.Repository) -> None:
+    repo.branch("try-a", at="main")
+    repo.branch("try-b", at="main")
+    work(repo, "try-a", "a1", lambda s: (s["messages"].extend(["user: a?", "ai: A"]), s["scratchpad"].update(a=1)))
+    work(repo, "try-b", "b1", lambda s: (s["messages"].append("user: b?"), s["scratchpad"].update(b=2)))
+
+
+def test_agents_merge_without_conflict(repo: snapvc.Repository) -> None:
+    fork_two(repo)
+    tip_a, tip_b = repo.resolve("try-a"), repo.resolve("try-b")
+    result = repo.merge("try-b", into="try-a")
+    assert result.ok and result.commit is not None and not result.fast_forward
+    assert result.base == repo.resolve("main")
+    assert result.commit.parents == (tip_a, tip_b)
+    assert result.commit.message == "Merge try-b into try-a"
+    assert repo.checkout("try-a") == {
+        "messages": ["system: be brief", "user: a?", "ai: A", "user: b?"],
+        "scratchpad": {"goal": "answer", "a": 1, "b": 2},
+        "step": 0,
+    }
+    assert repo.merge("try-b", into="try-a").up_to_date
+    assert str(result).startswith("merged as ")
+
+
+def test_conflict_writes_nothing(repo: snapvc.Repository) -> None:
+    fork_two(repo)
+    work(repo, "try-a", "a2", lambda s: s["scratchpad"].update(goal="answer A"))
+    work(repo, "try-b", "b2", lambda s: s["scratchpad"].update(goal="answer B"))
+    tip, objects = repo.resolve("try-a"), repo.stats().objects
+    result = repo.merge("try-b", into="try-a")
+    assert not result.ok and result.commit is None
+    assert result.conflicts == [Conflict(("scratchpad", "goal"), "answer", "answer A", "answer B")]
+    assert "scratchpad.goal" in str(result)
+    assert repo.resolve("try-a") == tip and repo.stats().objects == objects
+
+    assert repo.merge("try-b", into="try-a", resolve="theirs").ok
+    assert repo.checkout("try-a")["scratchpad"]["goal"] == "answer B"
+
+
+def test_resolvers_on_a_repository(repo: snapvc.Repository) -> None:
+    fork_two(repo)
+    work(repo, "try-a", "a2", lambda s: s.update(step=1))
+    work(repo, "try-b", "b2", lambda s: s.update(step=2))
+    repo.branch("copy", at="try-a")
+    result = repo.merge("try-b", into="try-a", resolve="ours")
+    assert result.ok and [c.path for c in result.resolved] == [("step",)]
+    assert repo.checkout("try-a")["step"] == 1
+    result = repo.merge("try-b", into="copy", resolve=lambda c: max(c.ours, c.theirs) + 1, message="take the next")
+    assert result.commit is not None and result.commit.message == "take the next"
+    assert repo.checkout("copy")["step"] == 3
+
+    def refuse(conflict: Conflict) -> Any:
+        raise RuntimeError(f"no rule for {conflict.path}")
+
+    repo.branch("third", at="try-b~1")
+    work(repo, "third", "t", lambda s: s.update(step=7))
+    tip = repo.resolve("third")
+    with pytest.raises(RuntimeError, match="step"):
+        repo.merge("try-b", into="third", resolve=refuse)
+    assert repo.resolve("third") == tip
+    with pytest.raises(ValueError, match="'both'"):
+        repo.merge("try-b", into="third", resolve="both")  # type: ignore[arg-type]
+    with pytest.raises(snapvc.RefNotFoundError, match="nowhere"):
+        repo.merge("try-b", into="nowhere")
+    with pytest.raises(snapvc.UnknownRevisionError, match="no-such-rev"):
+        repo.merge("no-such-rev", into="third")
+
+
+def test_fast_forward_up_to_date_and_no_ff(repo: snapvc.Repository) -> None:
+    repo.branch("feature", at="main")
+    work(repo, "feature", "f1", lambda s: s.update(step=1))
+    assert repo.merge("main", into="feature").up_to_date
+    result = repo.merge("feature", into="main")
+    assert result.fast_forward and result.commit is not None
+    assert repo.resolve("main") == repo.resolve("feature") == result.commit.id
+    assert "Fast-forward" in repo.reflog("main")[0].reason
+    assert str(result).startswith("fast-forward")
+
+    work(repo, "feature", "f2", lambda s: s.update(step=2))
+    main_tip = repo.resolve("main")
+    result = repo.merge("feature", into="main", no_ff=True)
+    assert not result.fast_forward and result.commit is not None
+    assert result.commit.parents == (main_tip, repo.resolve("feature"))
+    assert repo.snapshot("main").id == repo.snapshot("feature").id
+
+
+def test_merge_into_head_branch_by_default(repo: snapvc.Repository) -> None:
+    repo.branch("side", at="main")
+    work(repo, "side", "s", lambda s: s.update(step=5))
+    work(repo, "main", "m", lambda s: s["messages"].append("more"))
+    assert repo.head == "main"
+    result = repo.merge("side")
+    assert result.commit is not None and repo.resolve("main") == result.commit.id
+    assert repo.checkout("main")["step"] == 5
+
+
+def test_merge_raises_when_the_branch_moved(repo: snapvc.Repository) -> None:
+    fork_two(repo)
+    work(repo, "try-a", "a2", lambda s: s.update(step=1))
+    work(repo, "try-b", "b2", lambda s: s.update(step=2))
+
+    def meanwhile(conflict: Conflict) -> Any:
+        work(repo, "try-a", "concurrent", lambda s: s.update(other=True))
+        return conflict.theirs
+
+    moved_to = None
+    with pytest.raises(snapvc.RefConflictError):
+        repo.merge("try-b", into="try-a", resolve=meanwhile)
+    moved_to = repo.get_commit(repo.resolve("try-a"))
+    assert moved_to.message == "concurrent"  # the other writer's commit is kept
+
+
+def test_no_common_ancestor_merges_against_empty(repo: snapvc.Repository) -> None:
+    repo.commit({"scratchpad": {"other": 1}, "extra": [1]}, branch="orphan", message="orphan", parents=())
+    assert repo.merge_base("main", "orphan") is None
+    result = repo.merge("orphan", into="main")
+    assert result.ok and result.base is None
+    assert repo.checkout("main")["scratchpad"] == {"goal": "answer", "other": 1}
+    repo.commit({"step": 9}, branch="orphan2", parents=())
+    result = repo.merge("orphan2", into="main")
+    assert [c.path for c in result.conflicts] == [("step",)]
+    assert result.conflicts[0].base is ABSENT
+
+
+def test_merge_base_criss_cross_is_deterministic(repo: snapvc.Repository) -> None:
+    repo.branch("x", at="main")
+    repo.branch("y", at="main")
+    x1 = work(repo, "x", "x1", lambda s: s.update(x=1))
+    y1 = work(repo, "y", "y1", lambda s: s.update(y=1))
+    # each side merges the other's first commit: two best common ancestors, x1 and y1
+    repo.commit({**repo.checkout("x"), "y": 1}, branch="x", message="x merges y1", parents=(x1.id, y1.id))
+    repo.commit({**repo.checkout("y"), "x": 1}, branch="y", message="y merges x1", parents=(y1.id, x1.id))
+    base = repo.merge_base("x", "y")
+    assert base == y1.id  # same generation; y1 was made later
+    assert repo.merge_base("y", "x") == base
+    assert repo.merge_base("x", "x~1") == x1.id
+    assert repo.merge_base("main", "x") == repo.resolve("main")
+    result = repo.merge("y", into="x")
+    assert result.ok and result.base == y1.id
+
+
+def test_merge_base_walks_long_histories(repo: snapvc.Repository) -> None:
+    repo.branch("long", at="main")
+    for i in range(30):
+        work(repo, "long", f"l{i}", lambda s, i=i: s.update(step=i))
+    work(repo, "main", "m", lambda s: s.update(other=1))
+    assert repo.merge_base("long", "main") == repo.resolve("main~1")
+
+
+# -- revert and cherry-pick -----------------------------------------------------------------
+
+def test_revert_and_revert_the_revert(repo: snapvc.Repository) -> None:
+    bad = work(repo, "main", "tool call went wrong\n\ndetails", lambda s: (s["messages"].append("tool: error"),
+                                                                             s["scratchpad"].update(err=True)))
+    work(repo, "main", "later", lambda s: s.update(step=1))
+    result = repo.revert(bad.id.hex[:10])
+    assert result.ok and result.commit is not None
+    assert result.commit.message == f'Revert "tool call went wrong"\n\nThis reverts commit {bad.id.hex}.'
+    assert result.commit.parents == (repo.resolve("main~1"),)
+    state = repo.checkout("main")
+    assert state == {"messages": ["system: be brief"], "scratchpad": {"goal": "answer"}, "step": 1}
+    again = repo.revert("main")
+    assert again.ok and again.commit is not None
+    assert repo.checkout("main")["scratchpad"] == {"goal": "answer", "err": True}
+    assert repo.checkout("main")["messages"][-1] == "tool: error"
+
+
+def test_revert_conflict_root_and_mainline(repo: snapvc.Repository) -> None:
+    change = work(repo, "main", "set goal", lambda s: s["scratchpad"].update(goal="v2"))
+    work(repo, "main", "set goal again", lambda s: s["scratchpad"].update(goal="v3"))
+    tip = repo.resolve("main")
+    result = repo.revert(change.id)
+    assert result.conflicts == [Conflict(("scratchpad", "goal"), "v2", "v3", "answer")]
+    assert repo.resolve("main") == tip
+    root = repo.resolve("main~2")
+    result = repo.revert(root, resolve="theirs")
+    assert result.ok and repo.checkout("main") == {}
+    repo.branch("side", at="main~2")
+    work(repo, "side", "side", lambda s: s.update(side=1))
+    merge = repo.merge("side", into="main", no_ff=True).commit
+    assert merge is not None
+    repo.revert(merge.id, branch="main")  # against parent 1: undoes what the side branch brought
+    assert "side" not in repo.checkout("main")
+    with pytest.raises(ValueError, match="mainline 3"):
+        repo.revert(merge.id, mainline=3)
+    with pytest.raises(snapvc.UnknownRevisionError):
+        repo.revert("nope")
+
+
+def test_cherry_pick(repo: snapvc.Repository) -> None:
+    repo.branch("experiment", at="main")
+    work(repo, "experiment", "noise", lambda s: s.update(step=41))
+    good = repo.commit({**repo.checkout("experiment"), "scratchpad": {"goal": "answer", "found": "x"}},
+                       branch="experiment", message="found it", metadata={"step": 42}, author="agent-7")
+    work(repo, "main", "main moves", lambda s: s["messages"].append("user: go on"))
+    result = repo.cherry_pick("experiment")
+    assert result.ok and result.commit is not None
+    assert result.commit.message == f"found it\n\n(cherry picked from commit {good.id.hex})"
+    assert result.commit.metadata == {"step": 42} and result.commit.author == "agent-7"
+    state = repo.checkout("main")
+    assert state["scratchpad"] == {"goal": "answer", "found": "x"}
+    assert state["step"] == 0 and state["messages"][-1] == "user: go on"
+    assert repo.cherry_pick("experiment").up_to_date  # already there: nothing written
+
+    work(repo, "main", "other find", lambda s: s["scratchpad"].update(found="y"))
+    tip = repo.resolve("main")
+    result = repo.cherry_pick(good.id, onto="main")
+    assert [c.path for c in result.conflicts] == [("scratchpad", "found")]
+    assert repo.resolve("main") == tip
+
+
+# -- large states -------------------------------------------------------------------------
+
+def test_large_merge_reads_and_stores_what_changed() -> None:
+    repo = snapvc.open("memory://")
+    state = {"docs": {f"k{i:05d}": f"value {i}" for i in range(20_000)},
+             "messages": [f"message {i}" for i in range(50_000)], "step": 0}
+    repo.commit(state, branch="main", message="big")
+    repo.branch("a", at="main")
+    repo.branch("b", at="main")
+    a = repo.state("a")
+    a.set("docs.k00100", "changed by a")
+    a.append("messages", "from a")
+    a.snapshot(message="a")
+    b = repo.state("b")
+    b.set("docs.k15000", "changed by b")
+    b.append("messages", "from b")
+    b.snapshot(message="b")
+    objects = repo.stats().objects
+    repo.loader.cache.clear()
+    read = repo.loader.objects_read
+    result = repo.merge("b", into="a")
+    assert result.ok and result.commit is not None
+    assert repo.loader.objects_read - read < 60  # the state is about 300 objects
+    assert repo.stats().objects - objects <= 10  # the changed leaves and spines, and the commit
+    merged = repo.snapshot("a")
+    assert merged["docs"]["k00100"] == "changed by a" and merged["docs"]["k15000"] == "changed by b"
+    assert merged["docs"]["k00101"] == "value 101" and len(merged["docs"]) == 20_000
+    assert list(merged["messages"][-3:]) == ["message 49999", "from a", "from b"]
+    expected = dict(state)
+    expected["docs"] = {**state["docs"], "k00100": "changed by a", "k15000": "changed by b"}
+    expected["messages"] = [*state["messages"], "from a", "from b"]
+    assert merged.id == repo.commit(expected, branch="check", message="same state").tree
+
+
+def test_spliced_trees_equal_fresh_encodings() -> None:
+    """The trees a merge builds from old ones have the ids a fresh commit would give."""
+    repo = snapvc.open("memory://")
+    rng = random.Random(7)
+    encode = element_encoder()
+    for trial in range(12):
+        n = rng.choice([65, 400, 3000])
+        items = [f"item {i} " + "x" * rng.randrange(40) for i in range(n)]
+        mapping = {f"k{i:05d}": v for i, v in enumerate(items)}
+        repo.commit({"m": mapping, "l": items}, branch="t")
+        snap = repo.snapshot("t")
+        splicer = TreeSplicer(repo.loader)
+        new_items = list(items)
+        edits = []
+        points = sorted(rng.sample(range(n + 1), 6))
+        for lo, hi in zip(points[::2], points[1::2]):
+            hi = lo + min(hi - lo, rng.randrange(4))
+            new = [f"new {rng.random()}" for _ in range(rng.choice([0, 1, 3, 200]))] or ["one"]
+            edits.append((lo, hi, new))
+        for lo, hi, new in reversed(edits):
+            new_items[lo:hi] = new
+        view = splicer.seq(snap["l"], [(lo, hi, [splicer.encode(v) for v in new]) for lo, hi, new in edits])
+        assert view is not None and view.id == encode(new_items)[3:]
+        new_map = dict(mapping)
+        changes: dict[str, bytes | None] = {}
+        for key in rng.sample(sorted(mapping), min(n, rng.choice([1, 10, n // 2]))):
+            if rng.random() < 0.5:
+                changes[key] = None
+                del new_map[key]
+            else:
+                changes[key] = splicer.encode({"big": "z" * 3000})
+                new_map[key] = {"big": "z" * 3000}
+        for j in range(rng.choice([0, 5])):
+            changes[f"new{j}"] = splicer.encode(j)
+            new_map[f"new{j}"] = j
+        view = splicer.map(snap["m"], changes)
+        if len(new_map) <= 64:
+            assert view is None
+        else:
+            assert view is not None and view.id == encode(new_map)[3:]
+
+
+def test_merge_result_value() -> None:
+    result = MergeResult(None, [Conflict(("a", 0), 1, 2, ABSENT)], None)
+    assert not result.ok
+    assert str(result) == "1 conflict; nothing written:\n  a[0]: base 1, ours 2, theirs <absent>"
