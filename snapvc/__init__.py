@@ -26,6 +26,7 @@ from snapvc.errors import (
     NotARepositoryError,
     ObjectError,
     ObjectNotFoundError,
+    PatchError,
     PathError,
     RefConflictError,
     RefError,
@@ -42,6 +43,7 @@ from snapvc.errors import (
 from snapvc.ids import ObjectId
 from snapvc.merge import ABSENT, Conflict, MergeResult, merge_values
 from snapvc.objects import Commit
+from snapvc.patch import DiffStat, apply_changes, apply_patch, diff_stat, to_json_patch
 from snapvc.refs.base import ReflogEntry
 from snapvc.repository import Repository, RepoStats, open
 from snapvc.state import Checkpoint, State
@@ -57,6 +59,11 @@ __all__ = [
     "Conflict",
     "MergeResult",
     "ABSENT",
+    "apply_changes",
+    "apply_patch",
+    "to_json_patch",
+    "diff_stat",
+    "DiffStat",
     "KeyChanges",
     "key_changes",
     "ObjectId",
@@ -71,6 +78,7 @@ __all__ = [
     "UnsupportedValueError",
     "UnknownTypeError",
     "PathError",
+    "PatchError",
     "RepositoryError",
     "RepositoryNotFoundError",
     "NotARepositoryError",

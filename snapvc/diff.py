@@ -43,8 +43,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from bisect import bisect_right
 from dataclasses import dataclass
-from difflib import SequenceMatcher
+from difflib import SequenceMatcher, unified_diff
 from typing import Any, Literal
+
+import orjson
 
 from snapvc.encoding.reader import Loader, MapView, Part, SeqView, is_tuple, node_parts, tree_root
 from snapvc.encoding.nodes import seq_leaf_encodings
@@ -77,6 +79,27 @@ class Change:
             before, after = _changed_region(self.old, self.new)
             return f"~ {where}: {before} -> {after}"
         return f"~ {where}: {_short(self.old)} -> {_short(self.new)}"
+
+    def unified(self, context: int = 3) -> str:
+        """The change as a unified text diff, ``a/<path>`` against ``b/<path>``: of the
+        strings themselves, or of other values' pretty JSON (sorted keys; ``repr`` for
+        a value JSON cannot hold). A last line without a newline is marked as git marks it."""
+
+        def lines(value: Any) -> list[str]:
+            if isinstance(value, str):
+                return value.splitlines(keepends=True)
+            try:
+                text = orjson.dumps(_plain(value), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+                                    | orjson.OPT_APPEND_NEWLINE).decode()
+            except TypeError:
+                text = repr(_plain(value)) + "\n"
+            return text.splitlines(keepends=True)
+
+        where = format_path(self.path)
+        old = [] if self.kind == "added" else lines(self.old)
+        new = [] if self.kind == "removed" else lines(self.new)
+        out = unified_diff(old, new, f"a/{where}", f"b/{where}", n=context)
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out)
 
 
 @dataclass(frozen=True, slots=True)

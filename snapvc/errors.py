@@ -4,6 +4,7 @@
     ├── UnsupportedValueError        a value snapvc cannot store (names the path in the state)
     ├── UnknownTypeError             a stored typed value whose adapter is not registered
     ├── PathError                    a dotted path into a State that does not lead where asked
+    ├── PatchError                   a JSON Patch operation that cannot be applied (names it)
     ├── RepositoryError
     │   ├── RepositoryNotFoundError  no repository at that path (and creation not asked for)
     │   ├── NotARepositoryError      the file exists but is not a snapvc repository
@@ -33,6 +34,7 @@ __all__ = [
     "UnsupportedValueError",
     "UnknownTypeError",
     "PathError",
+    "PatchError",
     "RepositoryError",
     "RepositoryNotFoundError",
     "NotARepositoryError",
@@ -92,6 +94,33 @@ class PathError(SnapvcError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
+
+
+class PatchError(SnapvcError, ValueError):
+    """A JSON Patch (RFC 6902) that cannot be applied, or is malformed. ``index`` is the
+    failed operation's position in the patch (from 0; None for the patch as a whole),
+    ``op``, ``path`` and ``source`` (the ``from`` of a move or copy) what it asked,
+    ``reason`` what was wrong."""
+
+    def __init__(self, index: int | None, op: str | None, path: str | None, reason: str,
+                 source: str | None = None) -> None:
+        self.index = index
+        self.op = op
+        self.path = path
+        self.source = source
+        self.reason = reason
+        if index is None:
+            super().__init__(f"patch: {reason}")
+        else:
+            what = f"{op or '?'} {_pointer(path)}"
+            if source is not None:
+                what += f" from {_pointer(source)}"
+            super().__init__(f"patch operation {index} ({what}): {reason}")
+
+
+def _pointer(pointer: str | None) -> str:
+    """A pointer as a message shows it: the whole document's (empty) one as ``""``."""
+    return "?" if pointer is None else pointer or '""'
 
 
 class RepositoryError(SnapvcError):

@@ -14,6 +14,7 @@ PUBLIC = {
     "open", "Repository", "Commit", "Change", "ObjectId", "RepoStats", "ReflogEntry", "MapView", "SeqView",
     "State", "Checkpoint", "register_type", "__version__",
     "merge_values", "Conflict", "MergeResult", "ABSENT",
+    "apply_changes", "apply_patch", "to_json_patch", "diff_stat", "DiffStat", "PatchError",
     "SnapvcError", "UnsupportedValueError", "UnknownTypeError", "PathError", "RepositoryError", "RepositoryNotFoundError",
     "NotARepositoryError", "FormatVersionError", "ObjectError", "ObjectNotFoundError", "CorruptObjectError",
     "RevisionError", "UnknownRevisionError", "AmbiguousRevisionError", "InvalidRevisionError", "RefError",
