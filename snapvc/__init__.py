@@ -40,6 +40,7 @@ from snapvc.errors import (
     UnknownTypeError,
     UnsupportedValueError,
 )
+from snapvc.history import HistoryEntry
 from snapvc.ids import ObjectId
 from snapvc.merge import ABSENT, Conflict, MergeResult, merge_values
 from snapvc.objects import Commit
@@ -59,6 +60,7 @@ __all__ = [
     "Conflict",
     "MergeResult",
     "ABSENT",
+    "HistoryEntry",
     "apply_changes",
     "apply_patch",
     "to_json_patch",

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from snapvc.backend import Backend, open_backend
@@ -33,6 +34,7 @@ from snapvc.errors import (
     RepositoryError,
     UnknownRevisionError,
 )
+from snapvc.history import HistoryEntry, PathProbe, path_history, touches
 from snapvc.ids import ObjectId
 from snapvc.merge import MergeResult, Resolve, check_resolve, find_merge_base, merge_states
 from snapvc.objects import BLOB, COMMIT, MAP, SEQ, TEXT, Commit, split_object
@@ -46,7 +48,7 @@ from snapvc.refs.names import (
     tag_ref,
 )
 from snapvc.refs.revs import resolve_rev
-from snapvc.state import Checkpoint, State, parse_path
+from snapvc.state import Checkpoint, State, StatePath, parse_path
 from snapvc.store.codec import open_object_store
 
 __all__ = ["Repository", "RepoStats", "open", "DEFAULT_BRANCH"]
@@ -410,16 +412,28 @@ class Repository:
         rev: str | ObjectId | Sequence[str | ObjectId] = "HEAD",
         limit: int | None = None,
         where: Mapping[str, Any] | Callable[[Commit], bool] | None = None,
+        *,
+        since: datetime | float | None = None,
+        until: datetime | float | None = None,
+        paths: StatePath | Iterable[StatePath] | None = None,
     ) -> Iterator[Commit]:
         """Commits reachable from ``rev`` (or from any of several revs), newest first:
         a commit always comes before its parents, then by generation and time.
 
         ``where`` keeps commits whose metadata has all the given values (keys may be
         dotted paths into nested metadata: ``{"usage.tokens": 10}``), or for which a
-        callable returns True. Answered from the commit index: no state is read.
+        callable returns True. ``since`` and ``until`` keep commits made at or after,
+        at or before a time: a ``datetime`` (an aware one compared exactly, a naive one
+        taken as local time, as git does) or Unix seconds. ``paths`` (a dotted path or
+        a tuple of steps, or a list of them) keeps commits that changed the value at any
+        of them, compared with every parent as ``history`` does. Every filter given
+        must hold. Answered from the commit index and the nodes on ``paths``: no state
+        is read whole.
         """
         revs = [rev] if isinstance(rev, (str, ObjectId)) else list(rev)
         match = _metadata_filter(where)
+        lo, hi = _timestamp_us(since, "since"), _timestamp_us(until, "until")
+        probes = None if paths is None else [PathProbe(self.loader, p) for p in _parse_paths(paths)]
         seen: set[ObjectId] = set()
         heap: list[tuple[int, int, bytes, Commit]] = []
         for r in revs:
@@ -431,7 +445,10 @@ class Repository:
         produced = 0
         while heap and (limit is None or produced < limit):
             _, _, _, commit = heapq.heappop(heap)
-            if match is None or match(commit):
+            if ((lo is None or commit.timestamp_us >= lo) and (hi is None or commit.timestamp_us <= hi)
+                    and (match is None or match(commit))
+                    and (probes is None or touches(probes, self._commit_to_read(commit.id).tree,
+                                                   [self._commit_to_read(p).tree for p in commit.parents]))):
                 produced += 1
                 yield commit
             for p in commit.parents:
@@ -439,6 +456,24 @@ class Repository:
                     seen.add(p)
                     pc = self.get_commit(p, walking=True)
                     heapq.heappush(heap, (-pc.generation, -pc.timestamp_us, pc.id, pc))
+
+    def history(self, rev: str | ObjectId | Sequence[str | ObjectId], path: StatePath, *,
+                limit: int | None = None) -> Iterator[HistoryEntry]:
+        """The commits reachable from ``rev`` that changed the value at ``path`` (dotted,
+        or a tuple of keys and indices), newest first, at most ``limit``: each a
+        ``HistoryEntry(commit, kind, value, old)``. A commit is one where the value
+        differs from its value in every parent (a merge that kept one parent's value is
+        not), or a root commit that holds the path (see ``snapvc.history``). Only the
+        nodes on the path are read, and a value whole only for the commits returned.
+        ``PathError`` if ``path`` is malformed."""
+        probe = PathProbe(self.loader, parse_path(path))
+        return path_history(self.log(rev), self._commit_to_read, probe, limit)
+
+    def _commit_to_read(self, oid: ObjectId) -> Commit:
+        """A commit met walking history whose state is read next: fetched with its
+        first-parent chain (one commit index query for many), then checked."""
+        self.get_commit(oid, walking=True)
+        return self.get_commit(oid)
 
     def diff(self, a: str | ObjectId | Mapping[str, Any], b: str | ObjectId | Mapping[str, Any],
              paths: Iterable[str | tuple[str | int, ...]] | None = None) -> list[Change]:
@@ -691,6 +726,29 @@ def _metadata_filter(where: Mapping[str, Any] | Callable[[Commit], bool] | None)
         return True
 
     return match
+
+
+def _timestamp_us(when: datetime | float | None, name: str) -> int | None:
+    """A ``log`` time bound in microseconds since the epoch: a naive ``datetime`` is
+    local time (``datetime.timestamp``), a number is Unix seconds."""
+    if when is None:
+        return None
+    if isinstance(when, datetime):
+        aware = when if when.tzinfo is not None else when.astimezone()
+        return (aware - _EPOCH) // timedelta(microseconds=1)
+    if isinstance(when, (int, float)) and not isinstance(when, bool):
+        return when * 1_000_000 if isinstance(when, int) else int(when * 1_000_000)
+    raise TypeError(f"{name}= is a datetime or Unix seconds, not a {type(when).__name__}")
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _parse_paths(paths: StatePath | Iterable[StatePath]) -> list[tuple[str | int, ...]]:
+    """``log``'s ``paths``: a str or a tuple is one path, anything else holds several."""
+    if isinstance(paths, (str, tuple)):
+        return [parse_path(paths)]
+    return list(dict.fromkeys(parse_path(p) for p in paths))
 
 
 def open(location: str | os.PathLike[str] = "agent.snapvc", *, create: bool = True, durability: str = "normal",

@@ -11,7 +11,7 @@ import snapvc
 import snapvc.errors
 
 PUBLIC = {
-    "open", "Repository", "Commit", "Change", "ObjectId", "RepoStats", "ReflogEntry", "MapView", "SeqView",
+    "open", "Repository", "Commit", "Change", "HistoryEntry", "ObjectId", "RepoStats", "ReflogEntry", "MapView", "SeqView",
     "State", "Checkpoint", "register_type", "__version__",
     "merge_values", "Conflict", "MergeResult", "ABSENT",
     "apply_changes", "apply_patch", "to_json_patch", "diff_stat", "DiffStat", "PatchError",
@@ -23,7 +23,7 @@ PUBLIC = {
 
 REPOSITORY_METHODS = {
     "commit", "checkout", "snapshot", "branch", "branches", "tag", "tags", "delete_branch", "delete_tag", "reset",
-    "switch", "reflog", "log", "diff", "resolve", "get_commit", "stats", "close", "state",
+    "switch", "reflog", "log", "history", "diff", "resolve", "get_commit", "stats", "close", "state",
     "merge", "merge_base", "revert", "cherry_pick",
 }
 
