@@ -10,6 +10,9 @@ state after each step, and measures:
 - checkout of the latest state, on the open repository and on a freshly opened one;
 - reading one message through a lazy snapshot on a freshly opened repository;
 - walking the whole log;
+- reading history: ``repo.diff`` of adjacent commits, ``repo.history`` of one scratchpad
+  note over every commit and ``repo.log(paths=...)`` of the same note, on the open
+  repository after the run and on a freshly opened one;
 - commit time through the ``State`` working copy: the same steps driven through
   ``repo.state(...)`` (``state.extend("messages", ...)``, ``state.set(("scratchpad",
   key), ...)``, ``state.snapshot(...)``) on a repository of its own, which must end at
@@ -79,6 +82,8 @@ COMMIT_WINDOW = 50
 # Checkout, open and one-message reads are reported as the median of this many runs.
 REPEATS = 20
 LOG_REPEATS = 5
+# The scratchpad note whose history is read.
+HISTORY_KEY = "note-07"
 STATS_FIELDS = ("objects", "stored_bytes", "logical_bytes", "dedup_ratio")
 
 
@@ -108,6 +113,13 @@ class Report:
     read_message_index: int
     log_s: float
     log_cold_s: float
+    diff_s: float  # repo.diff of adjacent commits, open repository: median over every pair
+    diff_fresh_s: float  # the same, each pair on a freshly opened repository (median of REPEATS)
+    history_s: float  # repo.history of scratchpad.HISTORY_KEY over every commit, open repository
+    history_fresh_s: float
+    history_entries: int
+    log_paths_s: float  # list(repo.log(paths=scratchpad.HISTORY_KEY)), open repository
+    log_paths_fresh_s: float
     tracemalloc_peak_bytes: int
     maxrss_bytes: int
     stats: snapvc.RepoStats
@@ -162,6 +174,18 @@ class Report:
             ),
             (f"list(log) of {self.commits} commits, freshly opened (first walk)", duration(self.log_cold_s)),
             (f"list(log) of {self.commits} commits, again (median of {LOG_REPEATS})", duration(self.log_s)),
+            (f"repo.diff of adjacent commits, open repository (median of {self.commits - 1} pairs)",
+             duration(self.diff_s)),
+            (f"repo.diff of adjacent commits, freshly opened (median of {min(REPEATS, self.commits - 1)} pairs)",
+             duration(self.diff_fresh_s)),
+            (f"repo.history of scratchpad.{HISTORY_KEY} over {self.commits} commits ({self.history_entries} "
+             f"entries), open repository (median of {LOG_REPEATS})", duration(self.history_s)),
+            (f"repo.history of scratchpad.{HISTORY_KEY}, freshly opened (median of {LOG_REPEATS})",
+             duration(self.history_fresh_s)),
+            (f"list(log(paths=\"scratchpad.{HISTORY_KEY}\")), open repository (median of {LOG_REPEATS})",
+             duration(self.log_paths_s)),
+            (f"list(log(paths=\"scratchpad.{HISTORY_KEY}\")), freshly opened (median of {LOG_REPEATS})",
+             duration(self.log_paths_fresh_s)),
             *([("peak memory, tracemalloc (second run)", size(self.tracemalloc_peak_bytes))]
               if self.tracemalloc_peak_bytes else []),
             ("peak memory, ru_maxrss (process)", size(self.maxrss_bytes)),
@@ -270,6 +294,8 @@ def run_agent_benchmark(
     run = _timed_run(workload, path, steps, checks, say, set(growth_at))
     say("reading back")
     reads = _fresh_reads(path, run.state, checks)
+    say("reading history")
+    fresh_history = _history_reads(path, run, checks)
     log_cold_s, log_s, log = timed_log(path, BRANCH, LOG_REPEATS)
     check(len(log) == steps + 1, checks, f"the log holds {steps + 1} commits")
     check(bool(log) and log[0].id == run.last_id, checks, "the log starts at the last commit")
@@ -311,6 +337,13 @@ def run_agent_benchmark(
         read_message_index=reads.index,
         log_s=log_s,
         log_cold_s=log_cold_s,
+        diff_s=run.history.diff,
+        diff_fresh_s=fresh_history.diff,
+        history_s=run.history.history,
+        history_fresh_s=fresh_history.history,
+        history_entries=run.history.entries,
+        log_paths_s=run.history.log_paths,
+        log_paths_fresh_s=fresh_history.log_paths,
         tracemalloc_peak_bytes=peak,
         maxrss_bytes=_maxrss(),
         stats=stats,
@@ -326,6 +359,16 @@ def run_agent_benchmark(
 
 
 @dataclass
+class _HistoryTimes:
+    """Medians, in seconds, of reading history (``_timed_history``, ``_history_reads``)."""
+
+    diff: float
+    history: float
+    log_paths: float
+    entries: int = 0
+
+
+@dataclass
 class _Run:
     state: dict[str, Any]
     last_id: Any
@@ -335,6 +378,9 @@ class _Run:
     checkout_s: float
     store_files: dict[str, int]
     growth: dict[int, int]
+    ids: list[Any]  # every commit's id, the initial state's first
+    note_changes: list[int]  # the steps at which scratchpad[HISTORY_KEY] got a new value, newest first
+    history: _HistoryTimes
 
 
 def _timed_run(
@@ -345,6 +391,7 @@ def _timed_run(
     state = workload.initial_state()
     commit_times: list[float] = []
     growth: dict[int, int] = {}
+    ids = []
     repo = snapvc.open(str(path))
     try:
         for i in range(steps + 1):
@@ -353,6 +400,7 @@ def _timed_run(
             t0 = time.perf_counter()
             last = repo.commit(state, branch=BRANCH, message=f"step {i}", metadata={"step": i})
             commit_times.append(time.perf_counter() - t0)
+            ids.append(last.id)
             if i in growth_at:  # the size after close, then on with a newly opened repository
                 repo.close()
                 growth[i] = sum(store_files(path).values())
@@ -362,16 +410,85 @@ def _timed_run(
         checkout_s = median_time(REPEATS, lambda: repo.checkout(BRANCH))
         check(repo.checkout(BRANCH) == state, checks, "checkout after the run equals the state in memory")
         files = store_files(path)
+        # What a checkpointer that re-stores the whole state would write: counted in a
+        # replay of the same run, so that serializing the whole state does not sit
+        # between commits. The replay also notes when the note read below changed.
+        replay = workload.initial_state()
+        full_copy = _json_size(replay)
+        note_changes = [0]
+        for i in range(1, steps + 1):
+            before = replay["scratchpad"][HISTORY_KEY]
+            replay = workload.step(replay, i)
+            full_copy += _json_size(replay)
+            if replay["scratchpad"][HISTORY_KEY] != before:
+                note_changes.insert(0, i)
+        history = _timed_history(repo, ids, note_changes, state["scratchpad"][HISTORY_KEY], checks)
     finally:
         repo.close()
-    # What a checkpointer that re-stores the whole state would write: counted in a replay
-    # of the same run, so that serializing the whole state does not sit between commits.
-    replay = workload.initial_state()
-    full_copy = _json_size(replay)
-    for i in range(1, steps + 1):
-        replay = workload.step(replay, i)
-        full_copy += _json_size(replay)
-    return _Run(state, last.id, last.tree, commit_times, full_copy, checkout_s, files, growth)
+    return _Run(state, last.id, last.tree, commit_times, full_copy, checkout_s, files, growth, ids, note_changes,
+                history)  # fmt: skip
+
+
+def _timed_history(repo: snapvc.Repository, ids: list[Any], note_changes: list[int], note: str,
+                   checks: list[str]) -> _HistoryTimes:  # fmt: skip
+    """Time ``repo.diff`` of every pair of adjacent commits, ``repo.history`` of one
+    scratchpad note over every commit and ``repo.log(paths=...)`` of it (medians of
+    ``LOG_REPEATS``), checking what they give. A step's diff must name the two messages
+    it appended; the history must list exactly the steps at which the note changed
+    (``note_changes``), ending at its latest value ``note``, and the log the same commits."""
+    diff_times = []
+    for i in range(1, len(ids)):
+        t0 = time.perf_counter()
+        changes = repo.diff(ids[i - 1], ids[i])
+        diff_times.append(time.perf_counter() - t0)
+        added = {c.path for c in changes if c.path[0] == "messages"}
+        if added != {("messages", 2 * i - 2), ("messages", 2 * i - 1)}:
+            raise BenchmarkFailure(f"the diff of steps {i - 1} and {i} does not name the two messages appended")
+    path = f"scratchpad.{HISTORY_KEY}"
+    times = []
+    for _ in range(LOG_REPEATS):
+        t0 = time.perf_counter()
+        entries = list(repo.history(BRANCH, path))
+        times.append(time.perf_counter() - t0)
+    steps = [ids.index(e.commit.id) for e in entries]
+    check(steps == note_changes and entries[0].value == note, checks,
+          f"repo.history of {path} lists the {len(steps)} steps that changed it")  # fmt: skip
+    log_times = []
+    for _ in range(LOG_REPEATS):
+        t0 = time.perf_counter()
+        logged = list(repo.log(BRANCH, paths=path))
+        log_times.append(time.perf_counter() - t0)
+    check([c.id for c in logged] == [e.commit.id for e in entries], checks,
+          f"repo.log(paths={path!r}) lists the commits repo.history does")  # fmt: skip
+    return _HistoryTimes(statistics.median(diff_times), statistics.median(times), statistics.median(log_times),
+                         len(entries))  # fmt: skip
+
+
+def _history_reads(path: Path, run: _Run, checks: list[str]) -> _HistoryTimes:
+    """The reads of ``_timed_history``, each first on a freshly opened repository: the
+    median of ``REPEATS`` diffs (a new ``snapvc.open`` for each) and of ``LOG_REPEATS``
+    histories and logs (a new ``snapvc.open`` for each)."""
+    ids = run.ids
+    diff_times = []
+    for i in range(1, len(ids))[:: max(1, (len(ids) - 1) // REPEATS)][:REPEATS]:
+        with snapvc.open(str(path)) as repo:
+            t0 = time.perf_counter()
+            repo.diff(ids[i - 1], ids[i])
+            diff_times.append(time.perf_counter() - t0)
+    history_times, log_times = [], []
+    for _ in range(LOG_REPEATS):
+        with snapvc.open(str(path)) as repo:
+            t0 = time.perf_counter()
+            entries = list(repo.history(BRANCH, f"scratchpad.{HISTORY_KEY}"))
+            history_times.append(time.perf_counter() - t0)
+        with snapvc.open(str(path)) as repo:
+            t0 = time.perf_counter()
+            logged = list(repo.log(BRANCH, paths=f"scratchpad.{HISTORY_KEY}"))
+            log_times.append(time.perf_counter() - t0)
+    check([c.id for c in logged] == [e.commit.id for e in entries] and len(entries) == len(run.note_changes), checks,
+          "repo.history and repo.log(paths=...) on a freshly opened repository list the same commits")  # fmt: skip
+    return _HistoryTimes(statistics.median(diff_times), statistics.median(history_times), statistics.median(log_times),
+                         len(entries))  # fmt: skip
 
 
 def _state_run(
@@ -537,7 +654,10 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
         "appends two messages (an assistant message with a tool call, and the tool's result), "
         "rewrites 3 scratchpad notes, and every 10th step replaces 300 characters in the middle "
         "of one document; the state is committed after every step to the embedded default store "
-        "(one SQLite file). The run checks that what it reads back equals what it committed.",
+        "(one SQLite file). Then it reads history: `repo.diff` of every pair of adjacent commits, "
+        f"`repo.history(\"main\", \"scratchpad.{HISTORY_KEY}\")` over every commit and `repo.log` with "
+        "`paths=` of the same note, each checked against the run. The run checks that what it reads "
+        "back equals what it committed.",
         body,
         checks=checks,
         summary=[summary_row(f"agent run, {report.steps} steps", report.figures(), results["snapvc"])],

@@ -384,6 +384,10 @@ def _diff_trees(old: MapView, new: MapView, path: Path) -> Iterator[Change]:
         if x.level >= 0 and y.level >= 0 and x.value == y.value and x.at == y.at:
             a.pop()
             b.pop()
+        elif x.level == 0 and y.level == 0 and x.at == y.at and _next_at(a) == _next_at(b):
+            a.pop()  # two leaves that hold the same range of keys
+            b.pop()
+            yield from _diff_leaves(old_loader, x.value, new_loader, y.value, path)
         elif x.at == y.at and x.level < 0 and y.level < 0:
             a.pop()
             b.pop()
@@ -406,6 +410,43 @@ def _diff_trees(old: MapView, new: MapView, path: Path) -> Iterator[Change]:
         yield Change((*path, part), "added", None, value)
     for part, value in _rest(a, old_loader):
         yield Change((*path, part), "removed", value, None)
+
+
+def _next_at(stack: list[Part]) -> Any:
+    """Where the part after the next one on ``stack`` starts (None past the end)."""
+    return stack[-2].at if len(stack) > 1 else None
+
+
+def _diff_leaves(old_loader: Loader, old: bytes, new_loader: Loader, new: bytes, path: Path) -> Iterator[Change]:
+    """Two map leaves holding the same range of keys, compared as dicts: an entry
+    stored alike on both sides (the same id, or the same inline str, int, bytes, bool
+    or None) is skipped at C speed, any other is compared by ``diff_values``."""
+    x, y = old_loader.node(old)[1], new_loader.node(new)[1]
+    old_values, new_values = x[2], y[2]
+    get = new_values.get
+    changed = {key for key, v in old_values.items()
+               if type(w := get(key, _ABSENT)) is not type(v) or type(v) not in _SCALARS or v != w}
+    changed |= new_values.keys() - old_values.keys()
+    changed |= set(x[3]).symmetric_difference(y[3])  # an id against inline bytes
+    for key in sorted(changed):
+        if key not in new_values:
+            yield Change((*path, key), "removed", _leaf_value(old_loader, x, key, True), None)
+        elif key not in old_values:
+            yield Change((*path, key), "added", None, _leaf_value(new_loader, y, key, True))
+        else:
+            yield from diff_values(_leaf_value(old_loader, x, key), _leaf_value(new_loader, y, key), (*path, key))
+
+
+_ABSENT = object()
+_SCALARS = frozenset({str, int, bytes, bool, type(None)})
+
+
+def _leaf_value(loader: Loader, leaf: list[Any], key: str, plain: bool = False) -> Any:
+    """The value of ``key`` in a map leaf: a view of its object, or read whole if ``plain``."""
+    value = leaf[2][key]
+    if key not in leaf[3]:
+        return value
+    return loader.materialize(value) if plain else loader.view(value)
 
 
 def _expand(stack: list[Part], loader: Loader) -> None:

@@ -69,6 +69,13 @@ NUMERIC_FIELDS = [
     "read_message_s",
     "read_message_index",
     "log_s",
+    "diff_s",
+    "diff_fresh_s",
+    "history_s",
+    "history_fresh_s",
+    "history_entries",
+    "log_paths_s",
+    "log_paths_fresh_s",
     "tracemalloc_peak_bytes",
     "maxrss_bytes",
     "state_commit_first_s",
@@ -91,6 +98,8 @@ def test_report_reads_back_what_it_committed(report) -> None:
     assert any("freshly opened" in check for check in report.checks)
     assert any("snapshot" in check for check in report.checks)
     assert "the State working copy ends at the same tree as the plain-dict commits" in report.checks
+    assert any(check.startswith("repo.history of scratchpad.") for check in report.checks)
+    assert any(check.startswith("repo.log(paths=") for check in report.checks)
 
 
 def test_report_records_the_size_at_each_growth_point(report) -> None:
@@ -102,6 +111,14 @@ def test_report_includes_repository_stats(report) -> None:
     for name in ("objects", "stored_bytes", "logical_bytes", "dedup_ratio"):
         assert getattr(report.stats, name) > 0
     assert report.stats_text
+
+
+def test_report_shows_the_history_reads(report) -> None:
+    names = [name for name, _ in report.rows()]
+    for what in ("repo.diff of adjacent commits, open repository", "repo.diff of adjacent commits, freshly opened",
+                 "repo.history of scratchpad.", "list(log(paths="):
+        assert any(name.startswith(what) for name in names), what
+    assert 0 < report.history_entries < report.commits
 
 
 def test_report_renders_as_a_table_and_markdown(report) -> None:
@@ -155,7 +172,8 @@ def test_benchmark_leaves_no_repository_behind_in_its_own_temporary_folder(monke
 # What each workload must have checked, beyond reading back its latest state.
 SAME_TREE = "the State working copy ends at the same tree as the plain-dict commits"
 EXPECTED_CHECKS = {
-    "agent-run": ["checkout after the run equals the state in memory", SAME_TREE],
+    "agent-run": ["checkout after the run equals the state in memory", SAME_TREE, "repo.history of scratchpad.",
+                  "on a freshly opened repository list the same commits"],
     "growth": ["SqliteSaver: the latest state equals", "InMemorySaver: the latest state equals"],
     "large-state": ["snapshot['documents']"],
     "wide-map": ["diffs names exactly the keys changed", SAME_TREE],

@@ -358,3 +358,22 @@ def test_a_view_commits_to_the_same_tree_as_its_value() -> None:
     as_views = repo.commit({"nested": root, "list": other.snapshot()["list"]})
     plain = repo.commit({"nested": {"small": 1}, "list": list(range(5_000))})
     assert as_views.tree == plain.tree
+
+
+def test_leaves_of_a_large_map_compare_values_stored_alike_only() -> None:
+    repo = snapvc.open("memory://")
+    entries: dict[str, Any] = {f"key-{i:05d}": f"note {i}" for i in range(5_000)}
+    entries.update({"key-00100": 1, "key-00200": 1.0, "key-00300": b"x" * 32, "key-00400": float("nan"),
+                    "key-00500": "text " * 600, "key-00600": {"n": 1}})
+    before = repo.commit({"entries": entries})
+    entries.update({"key-00100": True, "key-00200": 1, "key-00300": "x" * 32, "key-00400": float("nan"),
+                    "key-00500": "text " * 599, "key-00600": {"n": 1.0}, "key-00700": "note 700"})
+    entries["key-05000"] = "new"
+    del entries["key-00800"]
+    after = repo.commit({"entries": entries})
+    changes = repo.diff(before.id, after.id)
+    assert changes == brute_force(repo.checkout(before.id), repo.checkout(after.id))
+    assert [(c.path[1:], c.kind) for c in changes] == [
+        (("key-00100",), "modified"), (("key-00200",), "modified"), (("key-00300",), "modified"),
+        (("key-00500",), "modified"), (("key-00600", "n"), "modified"), (("key-00800",), "removed"),
+        (("key-05000",), "added")]
