@@ -11,7 +11,7 @@ import snapvc
 import snapvc.errors
 
 PUBLIC = {
-    "open", "Repository", "Commit", "Change", "HistoryEntry", "ObjectId", "RepoStats", "ReflogEntry", "MapView", "SeqView",
+    "open", "Repository", "Commit", "Change", "KeyChanges", "key_changes", "HistoryEntry", "ObjectId", "RepoStats", "ReflogEntry", "MapView", "SeqView",
     "State", "Checkpoint", "register_type", "__version__",
     "merge_values", "Conflict", "MergeResult", "ABSENT",
     "apply_changes", "apply_patch", "to_json_patch", "diff_stat", "DiffStat", "PatchError",
