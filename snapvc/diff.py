@@ -1,16 +1,16 @@
 """Structural diff between two states: which paths were added, removed or modified.
 
 Subtrees stored under the same id are equal and skipped without being read, so the
-cost follows the size of the change. Maps are compared key by key. Lists (and a stored
-tuple against a stored tuple) by a sequence diff over their elements, each known by its
+cost follows the size of the change. Maps are compared key by key. Lists (and a tuple
+against a tuple) by a sequence diff over their elements, each known by its
 encoding (inline bytes, or the id of its object: ``element_encoder``): the common
 prefix and suffix are trimmed, the rest aligned by ``difflib.SequenceMatcher``. Where
 it aligns runs of the same length, elements are paired and compared inside (``modified``
 changes, nested ones for containers); the rest are ``removed`` or ``added``. Indices
 are an element's own: ``removed`` at its index in the old list, ``added`` and
 ``modified`` (and paths below them) at the index in the new one. Appending two messages
-to a list gives two ``added`` changes; inserting one in the middle, one. An inline
-tuple, and a plain against a stored one, is compared whole.
+to a list gives two ``added`` changes; inserting one in the middle, one. A list against
+a tuple is one ``modified`` change of the whole value.
 
 Two stored maps are compared by walking both prolly trees at once (``_diff_trees``).
 Each side is a stack of ``Part``s in order, subtrees not read yet and leaf entries,
@@ -216,10 +216,13 @@ def diff_values(old: Any, new: Any, path: Path = ()) -> Iterator[Change]:
 
 
 def _seq_kind(value: Any) -> type | None:
-    """``list`` or ``tuple`` for a sequence compared element by element: a list, stored or
-    not, or a stored tuple. An inline tuple is compared whole."""
+    """``list`` or ``tuple`` for a sequence compared element by element, stored or not
+    (whether a tuple is inline or an object of its own depends on its bytes, not on
+    anything a diff should show)."""
     if isinstance(value, list):
         return list
+    if isinstance(value, tuple):
+        return tuple
     if isinstance(value, SeqView):
         return tuple if is_tuple(value) else list
     return None

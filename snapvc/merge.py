@@ -17,7 +17,7 @@
   agents that each appended messages keep both; an insertion made alike on both sides
   is kept once). Both sides replacing the same one element by one element merge those
   elements (the path gets ours' index). Any other overlap is a conflict at the list.
-- Anything else (scalars, strings, inline tuples) changed differently on both sides is
+- Anything else (scalars, strings, typed values) changed differently on both sides is
   a conflict.
 
 Unchanged subtrees of the result are the input views themselves, so committing it
