@@ -3,7 +3,8 @@
 A research agent checkpoints its state after every step on the embedded default
 store; at a decision point it forks to try a second approach; both branches go on;
 then the demo draws the history as a graph, diffs the two branches, travels back to an
-earlier checkpoint, undoes a reset through the reflog, and prints the storage stats.
+earlier checkpoint, undoes a reset through the reflog, merges the branches back
+(resolving conflicts), and prints the storage stats.
 """
 
 from __future__ import annotations
@@ -145,7 +146,30 @@ def run_demo(path: str | Path | None = None, console: Console | None = None) -> 
     snap = repo.snapshot("main")
     console.print(f"A lazy snapshot reads one path without loading the rest: findings[-1] = {snap['findings'][-1]!r}")
 
-    _say(console, "6. What it cost", "Every checkpoint is a full state you can check out, yet the store holds each piece once.")
+    _say(console, "6. Bring the good parts back: a three-way merge",
+         "Both branches appended messages and findings: a merge keeps both (main's first). Both "
+         "also changed the scratchpad and the token count: those are conflicts, values the "
+         "caller resolves. Here main's scratchpad wins and the tokens both branches spent add up.")
+
+    def resolve(conflict: Any) -> Any:
+        if conflict.path == ("usage", "tokens"):
+            return conflict.ours + conflict.theirs - conflict.base
+        return conflict.ours
+
+    first = repo.merge("try-web", into="main")
+    console.print(f"without a resolver: {first}")
+    merged = repo.merge("try-web", into="main", resolve=resolve)
+    console.print(f"with one: {merged}")
+    findings = repo.snapshot("main")["findings"]
+    console.print(f"main now holds {len(findings)} findings; the last: {findings[-1]!r}")
+    out["conflicts"] = [format_path(c.path) for c in first.conflicts]
+    out["merged_findings"] = len(findings)
+    changes_of_tokens = list(repo.history("main", "usage.tokens"))
+    console.print(f"usage.tokens changed in {len(changes_of_tokens)} commits of main's history (newest first): "
+                  + ", ".join(f"{e.value}" for e in changes_of_tokens))
+    out["token_history"] = [e.value for e in changes_of_tokens]
+
+    _say(console, "7. What it cost", "Every checkpoint is a full state you can check out, yet the store holds each piece once.")
     stats = repo.stats()
     console.print(str(stats))
     out["stats"] = stats

@@ -23,11 +23,15 @@ def test_demo_does_what_it_says(tmp_path: Path) -> None:
     assert kinds["findings[2]"] == "modified" and kinds["usage.tokens"] == "modified"
     assert out["restored_messages"] == 9
     stats = out["stats"]
-    assert stats.commits == 9 and stats.branches == 2 and stats.logical_bytes > stats.stored_bytes
+    assert out["conflicts"] == ["scratchpad.last_action", "usage.tokens"]
+    assert out["merged_findings"] == 6  # both branches' findings
+    assert out["token_history"][0] == 3970  # what both branches spent since the fork, added up
+    assert stats.commits == 10 and stats.branches == 2 and stats.logical_bytes > stats.stored_bytes
     with snapvc.open(path, create=False) as repo:  # the demo left a real repository behind
         assert set(repo.branches()) == {"main", "try-web"}
         assert repo.resolve("decision-point") == out["decision"]
-        assert len(list(repo.log("main"))) == 7
+        assert len(list(repo.log("main"))) == 10  # main's 7, try-web's 2, the merge
+        assert len(repo.get_commit(repo.resolve("main")).parents) == 2
         assert repo.checkout("try-web")["scratchpad"]["last_action"] == "read a forum thread on quantization"
 
 
@@ -37,7 +41,7 @@ def test_demo_command(tmp_path: Path) -> None:
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     for heading in ("checkpointed every step", "Fork at a decision point", "log --graph", "structural diff",
-                    "Time travel", "What it cost"):
+                    "Time travel", "three-way merge", "What it cost"):
         assert heading in done.stdout
     log = subprocess.run([sys.executable, "-m", "snapvc", "log", "--graph", "--repo", str(path)],
                          capture_output=True, text=True, timeout=60)
