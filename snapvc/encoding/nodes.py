@@ -126,17 +126,23 @@ def children_of(kind: int, node: list[Any]) -> list[bytes]:
     return [values[i] for i in (node[4] if kind == TEXT else node[3])]
 
 
+def _leaf_entries(data: bytes) -> msgpack.Unpacker:
+    """An unpacker over a leaf's canonical bytes, past its tag and level: at its entries."""
+    unpacker = msgpack.Unpacker(max_buffer_size=len(data), raw=False)
+    unpacker.feed(memoryview(data)[1:])
+    unpacker.read_array_header()
+    unpacker.skip()  # tag
+    if unpacker.unpack() != 0:
+        raise ValueError("not a leaf")
+    return unpacker
+
+
 def seq_leaf_encodings(oid: bytes, data: bytes) -> list[bytes]:
     """The encodings of a SEQ leaf's values as the encoder wrote them (a reference as
     ``REF_PREFIX`` + id), cut from the object's canonical bytes without decoding them:
     two elements are stored alike exactly when these are equal."""
-    unpacker = msgpack.Unpacker(max_buffer_size=len(data))
-    unpacker.feed(memoryview(data)[1:])
     try:
-        unpacker.read_array_header()
-        unpacker.skip()  # tag
-        if unpacker.unpack() != 0:
-            raise ValueError("not a leaf")
+        unpacker = _leaf_entries(data)
         n = unpacker.read_array_header()
         out = []
         start = unpacker.tell()
@@ -156,13 +162,8 @@ def map_leaf_encodings(oid: bytes, data: bytes) -> list[tuple[str, bytes, bytes]
     """``(key, key's encoding, value's encoding)`` of each entry of a MAP leaf, in order,
     cut from its canonical bytes as ``seq_leaf_encodings`` does: the entries a tree edit
     (``snapvc.encoding.splice``) rebuilds the leaf from."""
-    unpacker = msgpack.Unpacker(max_buffer_size=len(data), raw=False)
-    unpacker.feed(memoryview(data)[1:])
     try:
-        unpacker.read_array_header()
-        unpacker.skip()  # tag
-        if unpacker.unpack() != 0:
-            raise ValueError("not a leaf")
+        unpacker = _leaf_entries(data)
         n = unpacker.read_map_header()
         out = []
         start = unpacker.tell()
