@@ -242,6 +242,7 @@ class Repository:
         author: str | None = None,
         parents: tuple[str | ObjectId, ...] | None = None,
         _dirty_paths: Iterable[tuple[Any, ...]] | None = None,
+        _objects: Mapping[ObjectId, bytes] | None = None,
     ) -> Commit:
         """Store ``state`` as a new commit on ``branch`` (default: HEAD's branch).
 
@@ -255,6 +256,8 @@ class Repository:
 
         ``_dirty_paths`` is ``State``'s promise that nothing outside those paths changed
         since its last commit (see ``Encoder.encode_root``); it is trusted, not checked.
+        ``_objects`` are objects the state refers to that were built outside the encoder
+        (a merge's spliced trees): they are written with the commit, in its transaction.
         """
         self._require_open()
         if isinstance(state, MapView):
@@ -284,6 +287,8 @@ class Repository:
                     generation=generation,
                 )
                 objects = encoder.objects  # the commit itself is kept by the commit index
+                if _objects:
+                    objects = {**_objects, **objects}
                 # Re-putting an object only refreshes its age, but costs compression:
                 # skip the ones already stored when a commit brings many objects.
                 present = self.store.has_many(list(objects)) if len(objects) > 16 else set()
@@ -622,18 +627,15 @@ class Repository:
                    parents: tuple[ObjectId, ...]) -> MergeResult:
         """Merge ``base`` -> tip and ``base`` -> ``theirs`` (None: an empty state), and
         commit the result on ``ref`` with ``parents`` unless conflicts remain. New trees
-        of large containers are written first (invariant 1: objects before the ref)."""
+        of large containers are written with the commit, in its transaction."""
         done = merge_states(base, self.snapshot(tip), self.snapshot(theirs) if theirs is not None else {}, self.loader,
                             resolve)
         if done.state is None:
             return MergeResult(None, done.conflicts, base_id)
         if done.unchanged and len(parents) == 1:
             return MergeResult(None, [], base_id, up_to_date=True, resolved=done.resolved)
-        if done.objects:
-            self.store.put_many(list(done.objects.items()))
-            for oid, data in done.objects.items():
-                self.loader.cache.put(oid, data)
-        commit = self.commit(done.state, short_name(ref), message, metadata, author=author, parents=parents)
+        commit = self.commit(done.state, short_name(ref), message, metadata, author=author, parents=parents,
+                             _objects=done.objects)
         return MergeResult(commit, [], base_id, resolved=done.resolved)
 
     # -- statistics ---------------------------------------------------------------------

@@ -4,6 +4,7 @@ base, revert and cherry-pick, and what a merge of large states reads and stores.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -406,6 +407,31 @@ def test_large_merge_reads_and_stores_what_changed() -> None:
     expected["docs"] = {**state["docs"], "k00100": "changed by a", "k15000": "changed by b"}
     expected["messages"] = [*state["messages"], "from a", "from b"]
     assert merged.id == repo.commit(expected, branch="check", message="same state").tree
+
+
+def test_a_large_merge_that_loses_its_race_stores_nothing(tmp_path: Path) -> None:
+    with snapvc.open(tmp_path / "race.snapvc") as repo:
+        repo.commit({"docs": {f"k{i:05d}": f"value {i}" for i in range(20_000)}, "step": 0}, message="big")
+        repo.branch("b")
+        main = repo.state("main")
+        main.set("docs.k00100", "changed on main")
+        main["step"] = 1
+        main.snapshot(message="main")
+        b = repo.state("b")
+        b.set("docs.k15000", "changed on b")
+        b["step"] = 2
+        b.snapshot(message="b")
+
+        def meanwhile(conflict: Conflict) -> Any:  # another writer moves main mid-merge
+            repo.commit({"step": 3}, branch="main", message="concurrent")
+            return conflict.theirs
+
+        objects = repo.stats().objects
+        with pytest.raises(snapvc.RefConflictError):
+            repo.merge("b", into="main", resolve=meanwhile)
+        # The spliced docs tree was written in the merge commit's transaction, rolled back
+        # with it: only the concurrent commit (its root and itself) was added.
+        assert repo.stats().objects == objects + 2
 
 
 def test_spliced_trees_equal_fresh_encodings() -> None:
