@@ -53,7 +53,8 @@ from snapvc.encoding.nodes import seq_leaf_encodings
 from snapvc.encoding.writer import element_encoder
 from snapvc.objects import SEQ
 
-__all__ = ["Change", "KeyChanges", "diff_values", "format_path", "key_changes", "plain_value"]
+__all__ = ["Change", "KeyChanges", "aligned_opcodes", "diff_values", "format_path", "key_changes", "plain_value", "sequence_kind",
+           "stored_elements"]
 
 Path = tuple[str | int, ...]
 ChangeKind = Literal["added", "removed", "modified"]
@@ -202,8 +203,8 @@ def diff_values(old: Any, new: Any, path: Path = ()) -> Iterator[Change]:
         else:
             yield from _diff_maps(_plain(old), _plain(new), path)
         return
-    kind = _seq_kind(old)
-    if kind is not None and kind is _seq_kind(new):
+    kind = sequence_kind(old)
+    if kind is not None and kind is sequence_kind(new):
         if isinstance(old, SeqView) and isinstance(new, SeqView):
             yield from _diff_stored_seqs(old, new, path)
         else:
@@ -215,7 +216,7 @@ def diff_values(old: Any, new: Any, path: Path = ()) -> Iterator[Change]:
             yield Change(path, "modified", a, b)
 
 
-def _seq_kind(value: Any) -> type | None:
+def sequence_kind(value: Any) -> type | None:
     """``list`` or ``tuple`` for a sequence compared element by element, stored or not
     (whether a tuple is inline or an object of its own depends on its bytes, not on
     anything a diff should show)."""

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-from snapvc.diff import _plain, _seq_kind, aligned_opcodes, format_path, stored_elements
+from snapvc.diff import aligned_opcodes, format_path, plain_value, sequence_kind, stored_elements
 from snapvc.encoding.reader import Loader, MapView, Part, SeqView, tree_root
 from snapvc.encoding.splice import TreeSplicer
 from snapvc.encoding.values import REF_PREFIX
@@ -256,9 +256,9 @@ class _Merger:
             return ours
         if _is_map(ours) and _is_map(theirs):
             return self.merge_maps(base if _is_map(base) else {}, ours, theirs, path)
-        kind = _seq_kind(ours)
-        if kind is not None and kind is _seq_kind(theirs):
-            if _seq_kind(base) is not kind:
+        kind = sequence_kind(ours)
+        if kind is not None and kind is sequence_kind(theirs):
+            if sequence_kind(base) is not kind:
                 base = kind()
             return self.merge_seqs(base, ours, theirs, path)
         return self.conflict(path, base, ours, theirs)
@@ -316,7 +316,7 @@ class _Merger:
             base_at: Callable[[int], Any] | None = None
             mine, yours = _stored_edits(base, ours), _stored_edits(base, theirs)
         else:
-            plain = [list(_plain(v)) for v in (base, ours, theirs)]
+            plain = [list(plain_value(v)) for v in (base, ours, theirs)]
             encs = [[self.enc(x) for x in items] for items in plain]
             base_at = plain[0].__getitem__
             mine, yours = _plain_edits(encs[0], encs[1], plain[1]), _plain_edits(encs[0], encs[2], plain[2])
@@ -327,7 +327,7 @@ class _Merger:
             return ours
         if len(combined) == len(yours) and all(e is m for e, m in zip(combined, yours)):
             return theirs
-        tuple_kind = _seq_kind(ours) is tuple
+        tuple_kind = sequence_kind(ours) is tuple
         if stored and self.splicer is not None and len(base) > SINGLE_NODE_ENTRIES:
             if self.conflicts:
                 return ours
@@ -337,7 +337,7 @@ class _Merger:
             view = splicer.seq(base, edits)  # type: ignore[arg-type]
             if view is not None:
                 return view
-        items = list(_plain(base))
+        items = list(plain_value(base))
         out: list[Any] = []
         at = 0
         for e in combined:
