@@ -54,7 +54,7 @@ from snapvc.encoding.writer import element_encoder
 from snapvc.objects import SEQ
 
 __all__ = ["Change", "KeyChanges", "aligned_opcodes", "diff_values", "format_path", "key_changes", "plain_value", "sequence_kind",
-           "stored_elements"]
+           "short_repr", "stored_elements"]
 
 Path = tuple[str | int, ...]
 ChangeKind = Literal["added", "removed", "modified"]
@@ -73,13 +73,13 @@ class Change:
     def __str__(self) -> str:
         where = format_path(self.path)
         if self.kind == "added":
-            return f"+ {where}: {_short(self.new)}"
+            return f"+ {where}: {short_repr(self.new)}"
         if self.kind == "removed":
-            return f"- {where}: {_short(self.old)}"
+            return f"- {where}: {short_repr(self.old)}"
         if isinstance(self.old, str) and isinstance(self.new, str) and max(len(self.old), len(self.new)) > 60:
             before, after = _changed_region(self.old, self.new)
             return f"~ {where}: {before} -> {after}"
-        return f"~ {where}: {_short(self.old)} -> {_short(self.new)}"
+        return f"~ {where}: {short_repr(self.old)} -> {short_repr(self.new)}"
 
     def unified(self, context: int = 3) -> str:
         """The change as a unified text diff, ``a/<path>`` against ``b/<path>``: of the
@@ -90,10 +90,10 @@ class Change:
             if isinstance(value, str):
                 return value.splitlines(keepends=True)
             try:
-                text = orjson.dumps(_plain(value), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+                text = orjson.dumps(plain_value(value), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
                                     | orjson.OPT_APPEND_NEWLINE).decode()
             except TypeError:
-                text = repr(_plain(value)) + "\n"
+                text = repr(plain_value(value)) + "\n"
             return text.splitlines(keepends=True)
 
         where = format_path(self.path)
@@ -148,8 +148,10 @@ def format_path(path: Path) -> str:
     return out or "<root>"
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(_plain(value))
+def short_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for one-line messages (a lazy view
+    shows its id and size, unread)."""
+    text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -174,17 +176,13 @@ def _changed_region(old: str, new: str, context: int = 12, limit: int = 40) -> t
     return repr(cut(old)), repr(cut(new))
 
 
-def _plain(value: Any) -> Any:
+def plain_value(value: Any) -> Any:
+    """A value as plain Python objects: a lazy view read whole, anything else as it is."""
     if isinstance(value, MapView):
         return value.to_dict()
     if isinstance(value, SeqView):
         return value.to_list()
     return value
-
-
-def plain_value(value: Any) -> Any:
-    """A value as plain Python objects: a lazy view read whole, anything else as it is."""
-    return _plain(value)
 
 
 def _same_stored(a: Any, b: Any) -> bool:
@@ -201,16 +199,16 @@ def diff_values(old: Any, new: Any, path: Path = ()) -> Iterator[Change]:
         if isinstance(old, MapView) and isinstance(new, MapView):
             yield from _diff_trees(old, new, path)
         else:
-            yield from _diff_maps(_plain(old), _plain(new), path)
+            yield from _diff_maps(plain_value(old), plain_value(new), path)
         return
     kind = sequence_kind(old)
     if kind is not None and kind is sequence_kind(new):
         if isinstance(old, SeqView) and isinstance(new, SeqView):
             yield from _diff_stored_seqs(old, new, path)
         else:
-            yield from _diff_seqs(_plain(old), _plain(new), path)
+            yield from _diff_seqs(plain_value(old), plain_value(new), path)
         return
-    a, b = _plain(old), _plain(new)
+    a, b = plain_value(old), plain_value(new)
     if type(a) is not type(b) or a != b or (isinstance(a, float) and repr(a) != repr(b)):
         if not (a != a and b != b and type(a) is type(b)):  # NaN equals NaN here
             yield Change(path, "modified", a, b)
@@ -232,9 +230,9 @@ def sequence_kind(value: Any) -> type | None:
 def _diff_maps(old: Mapping[str, Any], new: Mapping[str, Any], path: Path) -> Iterator[Change]:
     for key in sorted(set(old) | set(new)):
         if key not in new:
-            yield Change((*path, key), "removed", _plain(old[key]), None)
+            yield Change((*path, key), "removed", plain_value(old[key]), None)
         elif key not in old:
-            yield Change((*path, key), "added", None, _plain(new[key]))
+            yield Change((*path, key), "added", None, plain_value(new[key]))
         else:
             yield from diff_values(old[key], new[key], (*path, key))
 
@@ -256,9 +254,9 @@ def _diff_aligned(a: list[bytes], b: list[bytes], old_at: Callable[[int], Any], 
         for k in range(paired):
             yield from diff_values(old_at(i1 + k), new_at(j1 + k), (*path, b_pos[j1 + k]))
         for i in range(i1 + paired, i2):
-            yield Change((*path, a_pos[i]), "removed", _plain(old_at(i)), None)
+            yield Change((*path, a_pos[i]), "removed", plain_value(old_at(i)), None)
         for j in range(j1 + paired, j2):
-            yield Change((*path, b_pos[j]), "added", None, _plain(new_at(j)))
+            yield Change((*path, b_pos[j]), "added", None, plain_value(new_at(j)))
 
 
 def aligned_opcodes(a: list[bytes], b: list[bytes]) -> Iterator[tuple[str, int, int, int, int]]:

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-from snapvc.diff import aligned_opcodes, format_path, plain_value, sequence_kind, stored_elements
+from snapvc.diff import aligned_opcodes, format_path, plain_value, sequence_kind, short_repr, stored_elements
 from snapvc.encoding.reader import Loader, MapView, Part, SeqView, tree_root
 from snapvc.encoding.splice import TreeSplicer
 from snapvc.encoding.values import REF_PREFIX
@@ -95,13 +95,8 @@ class Conflict:
     theirs: Any
 
     def __str__(self) -> str:
-        return (f"{format_path(self.path)}: base {_short(self.base)}, ours {_short(self.ours)}, "
-                f"theirs {_short(self.theirs)}")
-
-
-def _short(value: Any, limit: int = 50) -> str:
-    text = repr(value)  # a view shows its id and size, unread
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+        return (f"{format_path(self.path)}: base {short_repr(self.base, 50)}, ours {short_repr(self.ours, 50)}, "
+                f"theirs {short_repr(self.theirs, 50)}")
 
 
 @dataclass(frozen=True, slots=True)

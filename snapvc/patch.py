@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from snapvc.diff import Change, Path, format_path, plain_value
+from snapvc.diff import Change, Path, format_path, plain_value, short_repr
 from snapvc.errors import PatchError, PathError
 
 __all__ = ["apply_changes", "to_json_patch", "apply_patch", "diff_stat", "DiffStat", "DiffStatRow",
@@ -288,7 +288,7 @@ class _Doc:
         elif op == "test":
             value = self.get(path)
             if not _json_equal(value, operation["value"]):
-                raise _Failed(f"value is {_short(value)}, not {_short(operation['value'])}")
+                raise _Failed(f"value is {short_repr(value, 40)}, not {short_repr(operation['value'], 40)}")
         else:
             source = self._tokens(operation["from"])
             if op == "move" and len(source) < len(path) and path[: len(source)] == source:
@@ -413,11 +413,6 @@ def _json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, (dict, list, tuple)) or isinstance(b, (dict, list, tuple)):
         return False
     return bool(a == b)
-
-
-def _short(value: Any, limit: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # -- --stat --------------------------------------------------------------------------
