@@ -9,6 +9,9 @@
     work.set("research.findings", ["a"])
     checkpoint = work.snapshot(message="step 2")
 
+    thread = repo.thread("run-001", session="s-1")   # an agent framework's thread id
+    thread.latest, thread.get(version=1), thread.list_versions()
+
 See ``docs/`` and ``DESIGN.md`` for the model: objects, refs, commits.
 """
 
@@ -37,6 +40,7 @@ from snapvc.errors import (
     RevisionError,
     SnapvcError,
     UnknownRevisionError,
+    CheckpointNotFoundError,
     UnknownTypeError,
     UnsupportedValueError,
 )
@@ -48,6 +52,7 @@ from snapvc.patch import DiffStat, apply_changes, apply_patch, diff_stat, to_jso
 from snapvc.refs.base import ReflogEntry
 from snapvc.repository import Repository, RepoStats, open
 from snapvc.state import Checkpoint, State
+from snapvc.threads import Session, Thread, parse_thread_branch, thread_branch
 
 __version__ = "0.1.0"
 
@@ -73,6 +78,10 @@ __all__ = [
     "ReflogEntry",
     "State",
     "Checkpoint",
+    "Thread",
+    "Session",
+    "thread_branch",
+    "parse_thread_branch",
     "MapView",
     "SeqView",
     "register_type",
@@ -90,6 +99,7 @@ __all__ = [
     "CorruptObjectError",
     "RevisionError",
     "UnknownRevisionError",
+    "CheckpointNotFoundError",
     "AmbiguousRevisionError",
     "InvalidRevisionError",
     "RefError",

@@ -21,7 +21,7 @@ from snapvc.refs.sqlite import SqliteRefStore
 from snapvc.store.base import ObjectStore
 from snapvc.store.commit_index import CommitIndex, MemoryCommitIndex, SqliteCommitIndex
 from snapvc.store.memory import MemoryObjectStore
-from snapvc.store.sqlite import SqliteFile, SqliteObjectStore
+from snapvc.store.sqlite import DURABILITY_MODES, SqliteFile, SqliteObjectStore
 
 __all__ = ["Backend", "open_backend", "MEMORY_URL"]
 
@@ -36,6 +36,7 @@ class Backend:
     commits: CommitIndex
     file: SqliteFile | None = None
     _lock: Any = None
+    _durability: str = "normal"
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -49,6 +50,20 @@ class Backend:
         else:
             with self._lock:
                 yield
+
+    @property
+    def durability(self) -> str:
+        """The durability mode (``snapvc.store.sqlite``); a memory backend has none to
+        choose, and keeps the name it was given."""
+        return self.file.durability if self.file is not None else self._durability
+
+    def set_durability(self, durability: str) -> None:
+        if self.file is not None:
+            self.file.set_durability(durability)
+        elif durability not in DURABILITY_MODES:
+            raise ValueError(f"durability must be one of {sorted(DURABILITY_MODES)}, got {durability!r}")
+        else:
+            self._durability = durability
 
     def close(self) -> None:
         self.refs.close()

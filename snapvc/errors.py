@@ -14,6 +14,7 @@
     │   └── CorruptObjectError       stored bytes that do not hash to their id, or do not decode
     ├── RevisionError
     │   ├── UnknownRevisionError     a rev that names nothing
+    │   │   └── CheckpointNotFoundError  no checkpoint of that version, step or id in a thread
     │   ├── AmbiguousRevisionError   an id prefix matching more than one object
     │   └── InvalidRevisionError     a rev whose syntax is wrong
     └── RefError
@@ -44,6 +45,7 @@ __all__ = [
     "CorruptObjectError",
     "RevisionError",
     "UnknownRevisionError",
+    "CheckpointNotFoundError",
     "AmbiguousRevisionError",
     "InvalidRevisionError",
     "RefError",
@@ -174,6 +176,10 @@ class UnknownRevisionError(RevisionError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class CheckpointNotFoundError(UnknownRevisionError):
+    """A thread or session holds no checkpoint with the version, step or id asked for."""
 
 
 class AmbiguousRevisionError(RevisionError):

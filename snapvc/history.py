@@ -20,6 +20,7 @@ value is read whole only for the commits that are entries.
 from __future__ import annotations
 
 import copy
+import threading
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from snapvc.encoding.writer import element_encoder
 from snapvc.ids import ObjectId
 from snapvc.objects import MAP, SEQ, Commit
 
-__all__ = ["HistoryEntry", "PathProbe", "path_history", "touches"]
+__all__ = ["FieldVersions", "HistoryEntry", "PathProbe", "path_changes", "path_history", "touches"]
 
 Path = tuple[str | int, ...]
 
@@ -73,7 +74,6 @@ class PathProbe:
         self.loader = loader
         self.path = path
         self._known: dict[tuple[bytes, int, int | None], Any] = {}
-        self._encode: Callable[[Any], bytes] | None = None
 
     def at(self, tree: bytes) -> Any:
         """What lies at the path below the root map ``tree``: a ``_Stored``, an
@@ -83,20 +83,11 @@ class PathProbe:
     def same(self, a: Any, b: Any) -> bool:
         """Whether two findings are the same value: stored under the same id, or
         inline and encoded alike, or both missing."""
-        if a is b:
-            return True
-        if type(a) is not type(b):
-            return False  # present against missing, or stored against inline
-        if type(a) is _Stored:
-            return bool(a.id == b.id)
-        x, y = a.value, b.value
-        if type(x) is not type(y):
-            return False
-        if type(x) in _SCALARS:
-            return bool(x == y)
-        if self._encode is None:
-            self._encode = element_encoder()
-        return self._encode(x) == self._encode(y)
+        return _same(a, b)
+
+    def entry(self, commit: Commit, kind: ChangeKind, now: Any, before: Any) -> HistoryEntry:
+        """The ``HistoryEntry`` of a change ``path_changes`` found, its values read."""
+        return HistoryEntry(commit, kind, self.value(now), self.value(before))
 
     def value(self, found: Any) -> Any:
         """A finding as a fresh plain value (None when missing)."""
@@ -198,6 +189,14 @@ def path_history(commits: Iterable[Commit], get_commit: Callable[[ObjectId], Com
     """The entries of ``probe``'s path among ``commits`` (newest first, as ``log`` gives
     them), at most ``limit``. ``get_commit`` gives a commit by id, checked as one whose
     state is read."""
+    for found in path_changes(commits, get_commit, probe, limit):
+        yield probe.entry(*found)
+
+
+def path_changes(commits: Iterable[Commit], get_commit: Callable[[ObjectId], Commit], probe: PathProbe,
+                 limit: int | None = None) -> Iterator[tuple[Commit, ChangeKind, Any, Any]]:
+    """``path_history`` without reading the values: (commit, kind, finding at the
+    commit, finding at its first parent), for ``PathProbe.entry`` to read later."""
     produced = 0
     for commit in commits:
         if limit is not None and produced >= limit:
@@ -211,4 +210,102 @@ def path_history(commits: Iterable[Commit], get_commit: Callable[[ObjectId], Com
             continue  # a root commit without the path
         kind: ChangeKind = "added" if first is _MISSING else "removed" if now is _MISSING else "modified"
         produced += 1
-        yield HistoryEntry(commit, kind, probe.value(now), probe.value(first))
+        yield commit, kind, now, first
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two findings are the same value: stored under the same id, or inline
+    and encoded alike, or both missing."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False  # present against missing, or stored against inline
+    if type(a) is _Stored:
+        return bool(a.id == b.id)
+    x, y = a.value, b.value
+    if type(x) is not type(y):
+        return False
+    if type(x) in _SCALARS:
+        return bool(x == y)
+    encode = _ENCODER.get()
+    return encode(x) == encode(y)
+
+
+class _LazyEncoder:
+    """One element encoder, made when first needed (for inline containers only)."""
+
+    def __init__(self) -> None:
+        self._encode: Callable[[Any], bytes] | None = None
+
+    def get(self) -> Callable[[Any], bytes]:
+        if self._encode is None:
+            self._encode = element_encoder()
+        return self._encode
+
+
+_ENCODER = _LazyEncoder()
+
+
+# -- per-field versions -------------------------------------------------------------------
+
+class FieldVersions:
+    """Per-field version counters (``Repository.versions``): for a commit, how many
+    commits of its first-parent history added or changed each top-level key.
+
+    Counting walks back only to the nearest commit already counted: the counts of the
+    last ``keep`` commits are remembered, so the counters of a branch that grew by one
+    commit cost one comparison of two root maps. Root maps are compared entry by entry
+    as ``history`` compares values (an id, or an inline encoding); the entries of each
+    map node are remembered, so a big top-level map is read once per changed node."""
+
+    def __init__(self, loader: Loader, get_commit: Callable[[ObjectId], Commit], keep: int = 256) -> None:
+        self.loader = loader
+        self.get_commit = get_commit
+        self.keep = keep
+        # commit id -> (counts of every key ever met, top-level entries of its state)
+        self._counted: dict[ObjectId, tuple[dict[str, int], dict[str, Any]]] = {}
+        self._nodes: dict[bytes, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def at(self, commit: Commit) -> dict[str, int]:
+        with self._lock:
+            chain: list[Commit] = []
+            known = None
+            current: Commit | None = commit
+            while current is not None:
+                known = self._counted.get(current.id)
+                if known is not None:
+                    break
+                chain.append(current)
+                current = self.get_commit(current.parent) if current.parent is not None else None
+            counts, entries = known if known is not None else ({}, {})
+            for c in reversed(chain):
+                now = self._entries(c.tree)
+                changed = [k for k, found in now.items() if not _same(found, entries.get(k, _MISSING))]
+                if changed:
+                    counts = dict(counts)
+                    for key in changed:
+                        counts[key] = counts.get(key, 0) + 1
+                entries = now
+                self._counted[c.id] = (counts, entries)
+            while len(self._counted) > self.keep:
+                del self._counted[next(iter(self._counted))]
+            return {key: counts[key] for key in entries}
+
+    def _entries(self, oid: bytes) -> dict[str, Any]:
+        """A map's entries (key -> ``_Stored`` or ``_Inline``), by node, remembered."""
+        found = self._nodes.get(oid)
+        if found is not None:
+            return found
+        _, node = self.loader.node(oid)
+        if node[1] > 0:
+            found = {}
+            for child in node[3]:
+                found.update(self._entries(child))
+        else:
+            refs = set(node[3])
+            found = {k: _Stored(v) if k in refs else _Inline(v) for k, v in node[2].items()}
+        if len(self._nodes) >= 4096:
+            self._nodes.clear()
+        self._nodes[oid] = found
+        return found

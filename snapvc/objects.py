@@ -28,7 +28,7 @@ nodes list their children with the number of entries (or bytes, for TEXT) below 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import MappingProxyType
@@ -40,7 +40,7 @@ import orjson
 from snapvc.errors import CorruptObjectError, FormatVersionError
 from snapvc.ids import ObjectId
 
-__all__ = ["frozen_metadata", "BLOB", "MAP", "SEQ", "TEXT", "COMMIT", "KIND_NAMES", "Commit", "object_bytes", "split_object"]
+__all__ = ["frozen_metadata", "metadata_filter", "BLOB", "MAP", "SEQ", "TEXT", "COMMIT", "KIND_NAMES", "Commit", "object_bytes", "split_object"]
 
 BLOB: Final = 0x01
 MAP: Final = 0x02
@@ -182,3 +182,28 @@ class Commit:
             use_bin_type=True,
         )
         return _KIND_BYTE[COMMIT] + payload
+
+
+def metadata_filter(where: Mapping[str, Any] | Callable[[Commit], bool] | None) -> Callable[[Commit], bool] | None:
+    """A test of a commit's metadata: ``where``'s keys (dotted paths into nested
+    metadata: ``{"usage.tokens": 10}``) all hold values equal to, and of the type of,
+    the given ones; a callable is the test itself; None tests nothing."""
+    if where is None:
+        return None
+    if callable(where):
+        return where  # type: ignore[return-value]
+    wanted = [(key.split("."), value) for key, value in where.items()]
+
+    def match(commit: Commit) -> bool:
+        for parts, value in wanted:
+            current: Any = commit.metadata
+            for part in parts:
+                current = current.get(part, _NO_VALUE) if isinstance(current, Mapping) else _NO_VALUE
+            if current is _NO_VALUE or current != value or type(current) is not type(value):
+                return False
+        return True
+
+    return match
+
+
+_NO_VALUE: Final = object()

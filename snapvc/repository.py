@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -34,10 +35,10 @@ from snapvc.errors import (
     RepositoryError,
     UnknownRevisionError,
 )
-from snapvc.history import HistoryEntry, PathProbe, path_history, touches
+from snapvc.history import FieldVersions, HistoryEntry, PathProbe, path_changes, path_history, touches
 from snapvc.ids import ObjectId
 from snapvc.merge import MergeResult, Resolve, check_resolve, find_merge_base, merge_states
-from snapvc.objects import BLOB, COMMIT, MAP, SEQ, TEXT, Commit, split_object
+from snapvc.objects import BLOB, COMMIT, MAP, SEQ, TEXT, Commit, metadata_filter, split_object
 from snapvc.refs.base import ReflogEntry
 from snapvc.refs.names import (
     HEADS,
@@ -49,6 +50,7 @@ from snapvc.refs.names import (
 )
 from snapvc.refs.revs import resolve_rev
 from snapvc.state import Checkpoint, State, StatePath, parse_path
+from snapvc.threads import SESSION_KEY, Session, Thread, parse_thread_branch, thread_branch
 from snapvc.store.codec import open_object_store
 
 __all__ = ["Repository", "RepoStats", "open", "DEFAULT_BRANCH"]
@@ -123,6 +125,7 @@ class Repository:
         self._closed = False
         self._commit_cache: dict[ObjectId, Commit] = {}  # commits are immutable
         self._verified_commits: set[ObjectId] = set()  # read from the index and found sound
+        self._versions = FieldVersions(self.loader, lambda oid: self.get_commit(oid, walking=True))
         if self.refs.get_symbolic("HEAD") is None and self.refs.get("HEAD") is None:
             self.refs.set_symbolic("HEAD", branch_ref(DEFAULT_BRANCH))
 
@@ -380,6 +383,38 @@ class Repository:
             raise UnknownRevisionError(f"{branch}: no such branch")
         self.refs.set_symbolic("HEAD", ref)
 
+    # -- durability -------------------------------------------------------------------
+
+    @property
+    def durability(self) -> str:
+        """The durability mode of commits from now on: ``"sync"``, ``"normal"`` or
+        ``"batch"`` (see ``snapvc.store.sqlite``). Settable: a runner that must make
+        each checkpoint survive a power loss sets ``"sync"`` for its run."""
+        return self.backend.durability
+
+    @durability.setter
+    def durability(self, mode: str) -> None:
+        self.backend.set_durability(mode)
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """A block whose commits and ref moves are written together when it ends: one
+        transaction instead of one per commit (faster), made durable at the end
+        however the block ends, an exception included (the exception then goes on).
+
+        A process crash inside the block loses everything the block did: the repository
+        stays as it was before it. Other threads and processes wait to write (and, in
+        this process, to read) until the block ends."""
+        self._require_open()
+        error: BaseException | None = None
+        with self._write_lock, self.backend.transaction():
+            try:
+                yield
+            except BaseException as exc:  # written anyway: each commit in it is whole
+                error = exc
+        if error is not None:
+            raise error
+
     def reflog(self, ref: str = "HEAD", limit: int | None = None) -> list[ReflogEntry]:
         """The moves of a branch (or full ref name), newest first."""
         if ref == "HEAD":
@@ -436,7 +471,7 @@ class Repository:
         is read whole.
         """
         revs = [rev] if isinstance(rev, (str, ObjectId)) else list(rev)
-        match = _metadata_filter(where)
+        match = metadata_filter(where)
         lo, hi = _timestamp_us(since, "since"), _timestamp_us(until, "until")
         probes = None if paths is None else [PathProbe(self.loader, p) for p in _parse_paths(paths)]
         seen: set[ObjectId] = set()
@@ -463,16 +498,93 @@ class Repository:
                     heapq.heappush(heap, (-pc.generation, -pc.timestamp_us, pc.id, pc))
 
     def history(self, rev: str | ObjectId | Sequence[str | ObjectId], path: StatePath, *,
-                limit: int | None = None) -> Iterator[HistoryEntry]:
+                limit: int | None = None, oldest_first: bool = False) -> Iterator[HistoryEntry]:
         """The commits reachable from ``rev`` that changed the value at ``path`` (dotted,
-        or a tuple of keys and indices), newest first, at most ``limit``: each a
+        or a tuple of keys and indices), lazily newest first (``oldest_first`` reverses that),
+        at most ``limit`` (the newest, or the oldest when ``oldest_first``): each a
         ``HistoryEntry(commit, kind, value, old)``. A commit is one where the value
         differs from its value in every parent (a merge that kept one parent's value is
         not), or a root commit that holds the path (see ``snapvc.history``). Only the
         nodes on the path are read, and a value whole only for the commits returned.
         ``PathError`` if ``path`` is malformed."""
         probe = PathProbe(self.loader, parse_path(path))
-        return path_history(self.log(rev), self._commit_to_read, probe, limit)
+        if not oldest_first:
+            return path_history(self.log(rev), self._commit_to_read, probe, limit)
+        found = list(path_changes(self.log(rev), self._commit_to_read, probe))
+        found.reverse()
+        return (probe.entry(*change) for change in found[:limit])
+
+    def versions(self, rev: str | ObjectId = "HEAD") -> dict[str, int]:
+        """Per-field version counters at ``rev``: for each top-level key of its state,
+        how many commits along its first-parent history added the key or changed its
+        value (QitOS's ``state_versions``): ``{"scratchpad": 3, "step": 5}``. Reads the
+        root maps of the history once; later calls reuse what earlier ones counted."""
+        return self._versions.at(self.get_commit(self.resolve(rev)))
+
+    # -- threads and sessions -----------------------------------------------------------
+
+    def thread(self, thread_id: str, namespace: str = "", *, session: str | None = None,
+               metadata: Mapping[str, Any] | None = None) -> Thread:
+        """The checkpoints of a thread (a run, task or workflow of an agent framework),
+        on the branch ``snapvc.thread_branch(thread_id, namespace)``; ``session`` and
+        ``metadata`` are stamped on every checkpoint made through it (``snapvc.threads``)."""
+        self._require_open()
+        return Thread(self, thread_id, namespace, session=session, metadata=metadata)
+
+    def threads(self, session: str | None = None) -> list[Thread]:
+        """Every branch as a thread (``snapvc.parse_thread_branch``), by branch name; with
+        ``session``, only those whose latest checkpoint has that ``session_id``."""
+        out = []
+        for branch, tip in sorted(self.branches().items()):
+            found = None
+            if session is not None:
+                found = self.get_commit(tip).metadata.get(SESSION_KEY)
+                if found != session:
+                    continue
+            thread_id, namespace = parse_thread_branch(branch)
+            thread = Thread(self, thread_id, namespace, session=found)
+            if thread.branch == branch:  # a branch thread_branch would not make is no thread
+                out.append(thread)
+        return out
+
+    def session(self, session_id: str) -> Session:
+        """The threads and checkpoints of one session (``snapvc.threads``)."""
+        return Session(self, session_id)
+
+    def delete_thread(self, thread_id: str) -> list[str]:
+        """Delete the branches of a thread, every namespace of it; returns them (empty if
+        it has none). The commits stay reachable from the reflog until gc expires them."""
+        root = thread_branch(thread_id)
+        doomed = [b for b in self.branches() if b == root or b.startswith(root + "/")]
+        for branch in sorted(doomed, reverse=True):
+            self.delete_branch(branch)
+        return sorted(doomed)
+
+    def checkpoint(self, rev: str | ObjectId = "HEAD") -> Checkpoint:
+        """The checkpoint record of the commit at ``rev`` (an id, a prefix, any rev): its
+        ``branch`` is the branch ``rev`` names, else the first branch (by name) whose
+        first-parent history holds the commit, else ""."""
+        oid = self.resolve(rev)
+        commit = self.get_commit(oid)
+        branch = None
+        if isinstance(rev, str):
+            ref = self.refs.get_symbolic("HEAD") if rev == "HEAD" else rev if rev.startswith(HEADS) else HEADS + rev
+            if ref is not None and ref_name_problem(ref) is None and self.refs.get(ref) == oid:
+                branch = short_name(ref)
+        if branch is None:
+            branch = next((b for b, tip in sorted(self.branches().items()) if self._on_first_parents(tip, commit)), "")
+        return Checkpoint.from_commit(self, commit, branch)
+
+    def _on_first_parents(self, tip: ObjectId, commit: Commit) -> bool:
+        oid: ObjectId | None = tip
+        while oid is not None:
+            if oid == commit.id:
+                return True
+            c = self.get_commit(oid, walking=True)
+            if c.generation <= commit.generation:
+                return False
+            oid = c.parent
+        return False
 
     def _commit_to_read(self, oid: ObjectId) -> Commit:
         """A commit met walking history whose state is read next: fetched with its
@@ -481,7 +593,7 @@ class Repository:
         return self.get_commit(oid)
 
     def diff(self, a: str | ObjectId | Mapping[str, Any], b: str | ObjectId | Mapping[str, Any],
-             paths: Iterable[str | tuple[str | int, ...]] | None = None) -> list[Change]:
+             paths: StatePath | Iterable[StatePath] | None = None) -> list[Change]:
         """What changed from ``a`` to ``b``: ``Change(path, kind, old, new)`` for every
         added, removed or modified path (see ``snapvc.diff`` for lists' indices).
 
@@ -494,7 +606,7 @@ class Repository:
         old, new = self._diff_side(a), self._diff_side(b)
         if paths is None:
             return list(diff_values(old, new))
-        wanted = list(dict.fromkeys(parse_path(p) for p in paths))
+        wanted = _parse_paths(paths)
         changes: list[Change] = []
         for path in wanted:
             if any(len(w) < len(path) and path[: len(w)] == w for w in wanted):
@@ -709,25 +821,6 @@ def _kind_name(kind: int) -> str:
 
 
 _MISSING = object()
-
-
-def _metadata_filter(where: Mapping[str, Any] | Callable[[Commit], bool] | None) -> Callable[[Commit], bool] | None:
-    if where is None:
-        return None
-    if callable(where):
-        return where  # type: ignore[return-value]
-    wanted = [(key.split("."), value) for key, value in where.items()]
-
-    def match(commit: Commit) -> bool:
-        for parts, value in wanted:
-            current: Any = commit.metadata
-            for part in parts:
-                current = current.get(part, _MISSING) if isinstance(current, Mapping) else _MISSING
-            if current is _MISSING or current != value or type(current) is not type(value):
-                return False
-        return True
-
-    return match
 
 
 def _timestamp_us(when: datetime | float | None, name: str) -> int | None:

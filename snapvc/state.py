@@ -67,6 +67,8 @@ from snapvc.ids import ObjectId
 from snapvc.objects import Commit
 
 if TYPE_CHECKING:
+    from snapvc.diff import Change
+    from snapvc.history import HistoryEntry
     from snapvc.repository import Repository
 
 __all__ = ["Checkpoint", "State"]
@@ -376,9 +378,10 @@ class State(MutableMapping[str, Any]):
     ``RefConflictError`` rather than replace their commit's state unseen.
     """
 
-    def __init__(self, repo: Repository, branch: str) -> None:
+    def __init__(self, repo: Repository, branch: str, *, metadata: Mapping[str, Any] | None = None) -> None:
         self.repo = repo
         self.branch = branch
+        self.metadata = dict(metadata or {})  # stamped on every snapshot, under its own
         self._data: dict[str, Any] = {}
         self._base: ObjectId | None = None
         self._dirty = _PathSet()  # changed since the last snapshot
@@ -541,7 +544,7 @@ class State(MutableMapping[str, Any]):
         Only the dirty and watched paths are checked and encoded (see the module notes);
         ``token_usage`` (JSON) is stored as ``metadata["token_usage"]``. Raises
         ``RefConflictError`` if the branch moved since ``base``."""
-        meta = dict(metadata) if metadata else {}
+        meta = {**self.metadata, **metadata} if metadata else dict(self.metadata)
         if token_usage is not None:
             meta["token_usage"] = token_usage
         commit = self.repo.commit(
@@ -585,6 +588,35 @@ class State(MutableMapping[str, Any]):
             raise UnknownRevisionError(f"{self.branch}: nothing to fork from yet; snapshot first")
         self.repo.branch(name, at=start)
         return State(self.repo, name)
+
+    def versions(self) -> dict[str, int]:
+        """How many snapshots along the branch's history changed each top-level field
+        of ``base`` (QitOS's state versions): ``{"scratchpad": 3, "step": 5}``. A field
+        counts a snapshot that added it or changed its value (``repo.versions``)."""
+        return {} if self._base is None else self.repo.versions(self._base)
+
+    def history(self, path: StatePath, *, limit: int | None = None,
+                oldest_first: bool = False) -> list[HistoryEntry]:
+        """The snapshots behind ``base`` that changed the value at ``path``, newest first
+        (oldest first if asked), each a ``HistoryEntry(commit, kind, value, old)``:
+        ``state.restore(state.history("key", oldest_first=True)[0].commit)``."""
+        if self._base is None:
+            return []
+        return list(self.repo.history(self._base, path, limit=limit, oldest_first=oldest_first))
+
+    def diff(self, other: State | Checkpoint | Commit | ObjectId | str | Mapping[str, Any] | None = None,
+             paths: StatePath | Iterable[StatePath] | None = None) -> list[Change]:
+        """The changes from ``other`` to this working copy, uncommitted ones included,
+        as ``git diff <other>``: ``other`` defaults to ``base`` (what the next snapshot
+        would record). It may be a checkpoint, commit, id, rev, another ``State`` or a
+        state in memory. ``paths`` restricts it, as in ``repo.diff``."""
+        if other is None:
+            other = self._base if self._base is not None else {}
+        if isinstance(other, State):
+            other = other._data
+        elif isinstance(other, (Checkpoint, Commit)):
+            other = self._commit_id(other)
+        return self.repo.diff(other, self._data, paths=paths)
 
     def rollback_on_error(self) -> _Rollback:
         """A context manager (``with`` or ``async with``): if the block raises, the

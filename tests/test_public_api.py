@@ -13,6 +13,7 @@ import snapvc.errors
 PUBLIC = {
     "open", "Repository", "Commit", "Change", "KeyChanges", "key_changes", "HistoryEntry", "ObjectId", "RepoStats", "ReflogEntry", "MapView", "SeqView",
     "State", "Checkpoint", "register_type", "__version__",
+    "Thread", "Session", "thread_branch", "parse_thread_branch", "CheckpointNotFoundError",
     "merge_values", "Conflict", "MergeResult", "ABSENT",
     "apply_changes", "apply_patch", "to_json_patch", "diff_stat", "DiffStat", "PatchError",
     "SnapvcError", "UnsupportedValueError", "UnknownTypeError", "PathError", "RepositoryError", "RepositoryNotFoundError",
@@ -25,11 +26,12 @@ REPOSITORY_METHODS = {
     "commit", "checkout", "snapshot", "branch", "branches", "tag", "tags", "delete_branch", "delete_tag", "reset",
     "switch", "reflog", "log", "history", "diff", "resolve", "get_commit", "stats", "close", "state",
     "merge", "merge_base", "revert", "cherry_pick",
+    "versions", "thread", "threads", "session", "delete_thread", "checkpoint", "durability", "deferred",
 }
 
 STATE_METHODS = {
     "get", "set", "delete", "update", "snapshot", "restore", "reset", "fork", "rollback_on_error", "checkpoint",
-    "checkpoints", "base", "branch", "repo",
+    "checkpoints", "base", "branch", "repo", "versions", "history", "diff", "metadata",
 }
 
 
@@ -46,9 +48,9 @@ def test_repository_methods() -> None:
 
 def test_state_methods() -> None:
     public = {name for name, _ in inspect.getmembers(snapvc.State) if not name.startswith("_")}
-    assert STATE_METHODS - {"branch", "repo"} <= public
+    assert STATE_METHODS - {"branch", "repo", "metadata"} <= public
     state = snapvc.open("memory://").state()
-    assert {"branch", "repo"} <= set(dir(state))
+    assert {"branch", "repo", "metadata"} <= set(dir(state))
 
 
 def test_every_error_is_in_one_tree() -> None:

@@ -128,6 +128,14 @@ class SqliteFile:
                 f"{str(self.path)!r} has format version {version}; this snapvc reads up to {FORMAT_VERSION}: upgrade snapvc"
             )
 
+    def set_durability(self, durability: str) -> None:
+        """Change the durability mode of this connection from the next commit on."""
+        if durability not in DURABILITY_MODES:
+            raise ValueError(f"durability must be one of {sorted(DURABILITY_MODES)}, got {durability!r}")
+        with self.lock:
+            self.conn.execute(f"PRAGMA synchronous={DURABILITY_MODES[durability]}")
+            self.durability = durability
+
     def get_meta(self, key: str) -> str | None:
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
