@@ -560,14 +560,30 @@ class State(MutableMapping[str, Any]):
         self._checkpoint = Checkpoint.from_commit(self.repo, commit, self.branch)
         return self._checkpoint
 
-    def restore(self, target: Checkpoint | Commit | ObjectId | str) -> None:
+    def restore(self, target: Checkpoint | Commit | ObjectId | str | Mapping[str, Any]) -> None:
         """Make the working copy exactly the state of ``target`` (a checkpoint, commit,
-        id or rev, from any branch): keys it does not hold are gone.
+        id or rev, from any branch, or the values of a state): keys it does not hold
+        are gone. A checkpoint whose commit this repository does not hold (one read
+        back with ``Checkpoint.from_dict``, or from another repository) restores its
+        values.
 
         Like ``git checkout <rev> -- .``, this changes content only: the branch stays
         where it is until the next ``snapshot``, which commits the restored state on top
         of the branch tip (``base``), so nothing in the history is lost. To move the
         branch back instead, use ``reset``."""
+        if isinstance(target, Checkpoint):
+            try:
+                commit_id = self._commit_id(target)
+            except UnknownRevisionError:
+                target = target.values
+            else:
+                self._load(commit_id)
+                return
+        if isinstance(target, Mapping):
+            values = _own_copy(target) if isinstance(target, MapView) else _own_copy(dict(target))
+            self._load(None)
+            self._data = values
+            return
         self._load(self._commit_id(target))
 
     def reset(self, to: Checkpoint | Commit | ObjectId | str) -> Checkpoint:
@@ -632,7 +648,7 @@ class State(MutableMapping[str, Any]):
 
     def _commit_id(self, target: Checkpoint | Commit | ObjectId | str) -> ObjectId:
         if isinstance(target, Checkpoint):
-            return self.repo.resolve(ObjectId.from_hex(target.id))
+            return self.repo.get_commit(ObjectId.from_hex(target.id)).id
         if isinstance(target, Commit):
             return target.id
         return self.repo.resolve(target)

@@ -224,8 +224,11 @@ class Thread:
             message = checkpoint.message if message is None else message
         else:
             values, meta = checkpoint, {}
-        if isinstance(values, MapView) and values.loader is self.repo.loader:
-            values = dict(values.items())  # stored values of this repository are referred to, not copied
+        if isinstance(values, MapView):
+            # Stored values of this repository are referred to, not copied.
+            values = dict(values.items()) if values.loader is self.repo.loader else values.to_dict()
+        elif type(values) is not dict:
+            values = dict(values)
         meta = {**self.metadata, **meta, **(metadata or {})}
         if token_usage is not None:
             meta["token_usage"] = token_usage
