@@ -11,6 +11,9 @@
 
     thread = repo.thread("run-001", session="s-1")   # an agent framework's thread id
     thread.latest, thread.get(version=1), thread.list_versions()
+    snapvc.Runner(thread, [fetch, analyze, report]).run()   # a checkpoint per step; resumes
+
+``snapvc.aio`` has the same operations as coroutines.
 
 See ``docs/`` and ``DESIGN.md`` for the model: objects, refs, commits.
 """
@@ -53,6 +56,8 @@ from snapvc.refs.base import ReflogEntry
 from snapvc.repository import Repository, RepoStats, open
 from snapvc.state import Checkpoint, State
 from snapvc.threads import Session, Thread, parse_thread_branch, thread_branch
+from snapvc.runner import END, Runner, Step
+from snapvc import aio  # noqa: E402  (the async API: after the names it wraps)
 
 __version__ = "0.1.0"
 
@@ -82,6 +87,10 @@ __all__ = [
     "Session",
     "thread_branch",
     "parse_thread_branch",
+    "Runner",
+    "Step",
+    "END",
+    "aio",
     "MapView",
     "SeqView",
     "register_type",

@@ -404,7 +404,9 @@ class Repository:
 
         A process crash inside the block loses everything the block did: the repository
         stays as it was before it. Other threads and processes wait to write (and, in
-        this process, to read) until the block ends."""
+        this process, to read) until the block ends: inside the block, do not wait for
+        another thread that uses this repository (``asyncio.to_thread``, ``snapvc.aio``),
+        it would wait for the block in turn."""
         self._require_open()
         error: BaseException | None = None
         with self._write_lock, self.backend.transaction():

@@ -13,7 +13,8 @@ import snapvc.errors
 PUBLIC = {
     "open", "Repository", "Commit", "Change", "KeyChanges", "key_changes", "HistoryEntry", "ObjectId", "RepoStats", "ReflogEntry", "MapView", "SeqView",
     "State", "Checkpoint", "register_type", "__version__",
-    "Thread", "Session", "thread_branch", "parse_thread_branch", "CheckpointNotFoundError",
+    "Thread", "Session", "thread_branch", "parse_thread_branch", "CheckpointNotFoundError", "Runner", "Step", "END",
+    "aio",
     "merge_values", "Conflict", "MergeResult", "ABSENT",
     "apply_changes", "apply_patch", "to_json_patch", "diff_stat", "DiffStat", "PatchError",
     "SnapvcError", "UnsupportedValueError", "UnknownTypeError", "PathError", "RepositoryError", "RepositoryNotFoundError",
