@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from snapvc.diff import Change, KeyChanges, key_changes
 from snapvc.encoding.adapters import register_type
+from snapvc.encoding.jsonable import from_jsonable, to_jsonable
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.errors import (
     AmbiguousRevisionError,
@@ -94,6 +95,8 @@ __all__ = [
     "MapView",
     "SeqView",
     "register_type",
+    "to_jsonable",
+    "from_jsonable",
     "SnapvcError",
     "UnsupportedValueError",
     "UnknownTypeError",

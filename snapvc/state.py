@@ -37,30 +37,18 @@ A ``State`` is not thread-safe; use one per thread or task.
 
 from __future__ import annotations
 
-import base64
 import copy
 import datetime as _dt
-import math
 import re
-import uuid
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
-import msgpack
 import orjson
 
-from snapvc.encoding.adapters import adapter_for_name, adapter_for_value
+from snapvc.encoding.jsonable import SCALAR_TYPES, from_jsonable, to_jsonable
 from snapvc.encoding.reader import MapView, SeqView
-from snapvc.encoding.values import (
-    INT_LIMIT,
-    INT_MIN,
-    decode_inline,
-    ext_payload_for,
-    new_packer,
-)
 from snapvc.encoding.writer import Encoder
 from snapvc.errors import PathError, UnknownRevisionError, UnsupportedValueError
 from snapvc.ids import ObjectId
@@ -76,8 +64,7 @@ __all__ = ["Checkpoint", "State"]
 StatePath = str | tuple[str | int, ...]  # "a.b.0", or ("a.b", 0) for keys holding dots
 
 # Values that cannot change in place: handing one out needs no watching.
-_SCALARS: Final = frozenset({str, bytes, int, float, bool, type(None), _dt.datetime, _dt.date, _dt.time,
-                             _dt.timedelta, uuid.UUID, Decimal})
+_SCALARS: Final = SCALAR_TYPES
 _INDEX = re.compile(r"-?[0-9]+")
 _MISSING: Final = object()
 
@@ -143,7 +130,7 @@ class Checkpoint:
             "id": self.id,
             "branch": self.branch,
             "version": self.version,
-            "values": _to_json(values, "values"),
+            "values": to_jsonable(values, "values"),
             "token_usage": self.token_usage,
             "metadata": self.metadata,
             "created_at": self.created_at.isoformat(),
@@ -158,7 +145,7 @@ class Checkpoint:
         missing = [k for k in _RECORD_KEYS if k not in data]
         if missing:
             raise ValueError(f"not a checkpoint record: missing {', '.join(map(repr, missing))}")
-        values = _from_json(data["values"])
+        values = from_jsonable(data["values"])
         if type(values) is not dict:
             raise ValueError(f"not a checkpoint record: 'values' is a {type(values).__name__}, not a dict")
         return cls(
@@ -203,75 +190,6 @@ def _content_id(values: Mapping[str, Any]) -> ObjectId:
     if isinstance(values, MapView):
         return values.id
     return Encoder().encode_root(dict(values))
-
-
-# -- JSON-safe values -----------------------------------------------------------------------
-
-_TAG: Final = "$snapvc"
-
-
-def _to_json(v: Any, where: str) -> Any:
-    t = type(v)
-    if t is str or t is bool or v is None:
-        return v
-    if t is int:
-        return v if INT_MIN <= v < INT_LIMIT else _ext(v)
-    if t is float:
-        if not math.isfinite(v):
-            return {_TAG: "float", "value": repr(v)}
-        return v
-    if t is dict:
-        out = {}
-        for k, x in v.items():
-            if type(k) is not str:
-                raise UnsupportedValueError(where, f"dict key {k!r} is a {type(k).__name__}; keys must be str")
-            out[k] = _to_json(x, f"{where}[{k!r}]")
-        return {_TAG: "dict", "items": out} if _TAG in v else out
-    if t is list:
-        return [_to_json(x, f"{where}[{i}]") for i, x in enumerate(v)]
-    if t is tuple:
-        return {_TAG: "tuple", "items": [_to_json(x, f"{where}[{i}]") for i, x in enumerate(v)]}
-    if t is bytes:
-        return {_TAG: "bytes", "base64": base64.b64encode(v).decode("ascii")}
-    if t in _SCALARS:
-        return _ext(v)
-    if isinstance(v, (MapView, SeqView)):
-        return _to_json(v.to_dict() if isinstance(v, MapView) else v.to_list(), where)
-    adapter = adapter_for_value(v)
-    if adapter is not None:
-        return {_TAG: "typed", "type": adapter.name, "fields": _to_json(adapter.to_fields(v), where)}
-    raise UnsupportedValueError(where, f"values of type {t.__qualname__} cannot be stored")
-
-
-def _ext(v: Any) -> dict[str, str]:
-    """A scalar in snapvc's own inline encoding (a msgpack extension type), as base64."""
-    pack = new_packer().pack
-    code, data = ext_payload_for(v, pack)  # type: ignore[misc]
-    return {_TAG: "value", "msgpack": base64.b64encode(pack(msgpack.ExtType(code, data))).decode("ascii")}
-
-
-def _from_json(j: Any) -> Any:
-    t = type(j)
-    if t is list:
-        return [_from_json(x) for x in j]
-    if t is not dict:
-        return j
-    kind = j.get(_TAG)
-    if kind is None:
-        return {k: _from_json(x) for k, x in j.items()}
-    if kind == "dict":
-        return {k: _from_json(x) for k, x in j["items"].items()}
-    if kind == "tuple":
-        return tuple(_from_json(x) for x in j["items"])
-    if kind == "bytes":
-        return base64.b64decode(j["base64"], validate=True)
-    if kind == "float":
-        return float(j["value"])
-    if kind == "value":
-        return decode_inline(base64.b64decode(j["msgpack"], validate=True))
-    if kind == "typed":
-        return adapter_for_name(j["type"]).from_fields(_from_json(j["fields"]))
-    raise ValueError(f"unknown tagged value {kind!r} in a checkpoint record")
 
 
 # -- path sets ------------------------------------------------------------------------------
