@@ -1,0 +1,6 @@
+"""Adapters that let agent frameworks keep their checkpoints in a snapvc repository.
+
+Each lives in a module of its own and imports its framework only when imported itself:
+``snapvc.integrations.langgraph`` (``pip install 'snapvc[langgraph]'``) is LangGraph's
+checkpointer, ``SnapvcSaver``.
+"""

@@ -1,0 +1,652 @@
+"""``SnapvcSaver``: LangGraph's checkpointer on a snapvc repository.
+
+How LangGraph's records map onto the repository (``docs/langgraph.md`` shows it in use):
+
+=============================  =========================================================
+LangGraph                      snapvc
+=============================  =========================================================
+thread ``t``, namespace ``ns``  the branch ``thread_branch(t, ns)`` (``snapvc.threads``):
+                               ``t``, and ``t/<ns>`` for a subgraph's namespace
+checkpoint                     a commit on it; its state is the channel values
+                               (``{"messages": [...], ...}``), so ``snapvc log``,
+                               ``diff`` and ``checkout`` show what the graph held
+checkpoint id, ts, channel     commit metadata ``"langgraph"``; LangGraph's own
+versions, versions seen        metadata (``source``, ``step``, ``run_id`` …) sits
+                               beside it, so ``repo.log(where={"step": 3})`` finds it
+parent checkpoint              the commit's parent
+a fork (``update_state`` or a  the branch moves to the new line; the line it leaves
+put on an earlier checkpoint)  keeps a branch ``<branch>/+fork/<its last checkpoint id>``
+pending writes                 the branch ``<branch>/+writes``: one map, checkpoint id
+                               -> its writes ``[task_id, channel, value, task_path,
+                               idx]``, a commit per ``put_writes``
+=============================  =========================================================
+
+The latest checkpoint of a thread is its branch's tip: the last one put (``repo.reset``
+on the branch moves it, as time travel does in snapvc). Branch names with ``+`` are
+never made by ``thread_branch``, so ``repo.threads()`` does not take the fork and
+writes branches for threads, and ``repo.delete_thread`` deletes them with the thread.
+
+Channel values are snapvc values (``snapvc.integrations.langgraph.values``): a put
+stores what changed since the parent checkpoint, at a cost that follows the change:
+the values LangGraph passes are the channels' own objects, which the encoder
+recognizes by identity from the branch's last commit. Deleting checkpoints
+(``delete_for_runs``, ``prune``) rewrites the lines that held them: the checkpoints after
+a deleted one are committed again on its parent, with the same state and metadata.
+``copy_thread`` makes branches at the same commits: it copies nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Final, TypeVar
+
+import orjson
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+import snapvc
+from snapvc.errors import CheckpointNotFoundError, InvalidRefNameError, RefConflictError, UnsupportedValueError
+from snapvc.ids import ObjectId
+from snapvc.integrations.langgraph.values import MISSING, Reader, Serialized, decode, top_key, wrap
+from snapvc.objects import Commit
+from snapvc.refs.names import HEADS
+from snapvc.repository import DEFAULT_BRANCH, Repository
+from snapvc.state import State
+from snapvc.threads import parse_thread_branch, thread_branch
+
+__all__ = ["SnapvcSaver", "KEY", "FORKS", "WRITES"]
+
+KEY: Final = "langgraph"  # the commit metadata holding a checkpoint's own fields
+FORKS: Final = "/+fork/"  # <branch>/+fork/<checkpoint id>: a line the branch left
+WRITES: Final = "/+writes"  # <branch>/+writes: the pending writes of the branch's checkpoints
+_REWRITE: Final = "/+rewrite"  # a scratch branch while lines are rewritten
+_MAX_WRITE_STATES = 16
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Lines:
+    """The checkpoints of one branch and its forks, found by walking back from their heads."""
+
+    heads: dict[str, ObjectId]
+    by_id: dict[str, Commit] = field(default_factory=dict)
+
+
+def _checkpoint_id(commit: Commit) -> str | None:
+    section = commit.metadata.get(KEY)
+    return section.get("id") if section is not None else None
+
+
+def _ids(config: RunnableConfig | None, what: str) -> tuple[str, str, str | None]:
+    """(thread id, namespace, checkpoint id or None) of a config; a clear error if it has no thread."""
+    configurable = (config or {}).get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if thread_id is None or thread_id == "":
+        raise ValueError(f"{what}: config['configurable'] needs a 'thread_id' (got {configurable!r})")
+    namespace = configurable.get("checkpoint_ns") or ""
+    checkpoint_id = configurable.get("checkpoint_id") or None
+    return str(thread_id), str(namespace), checkpoint_id
+
+
+def _json(value: Any, where: str) -> Any:
+    """``value`` as plain JSON (tuples become lists, as other savers store them)."""
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except TypeError as exc:
+        raise ValueError(f"{where} must be JSON (str, number, bool, None, list, dict): {exc}") from None
+
+
+class SnapvcSaver(BaseCheckpointSaver[int]):
+    """A LangGraph checkpointer that keeps every thread as a snapvc branch.
+
+    ``SnapvcSaver(repo)`` uses an open ``snapvc.Repository``; ``SnapvcSaver("agent.snapvc")``
+    or ``SnapvcSaver.from_conn_string("agent.snapvc")`` opens (or creates) one and closes it
+    with ``close()`` or at the end of a ``with`` block. ``serde`` serializes only what
+    snapvc cannot store itself; it must not fall back to pickle.
+
+    Thread-safe; the async methods run the same code on one worker thread of the saver.
+    """
+
+    def __init__(self, repo: Repository | str | os.PathLike[str], *, serde: SerializerProtocol | None = None) -> None:
+        serde = serde if serde is not None else JsonPlusSerializer(pickle_fallback=False)
+        if getattr(serde, "pickle_fallback", False):
+            raise ValueError("SnapvcSaver never pickles: give a serializer with pickle_fallback=False")
+        super().__init__(serde=serde)
+        self._owns = not isinstance(repo, Repository)
+        self.repo: Repository = snapvc.open(repo) if not isinstance(repo, Repository) else repo
+        self._lock = threading.RLock()
+        self._lines_cache: dict[str, _Lines] = {}
+        self._write_states: dict[str, State] = {}
+        self._wrapped: dict[tuple[str, str], type] = {}  # (branch, channel) -> the type last serialized
+        self._executor: ThreadPoolExecutor | None = None
+        self._stack = ExitStack()
+
+    @classmethod
+    def from_conn_string(cls, location: str | os.PathLike[str], *, serde: SerializerProtocol | None = None) -> SnapvcSaver:
+        """A saver on the repository at ``location`` (a path, or ``memory://``), opened
+        or created now; usable as a context manager that closes it."""
+        return cls(location, serde=serde)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the worker thread and close the repository if this saver opened it."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+        if self._owns:
+            self.repo.close()
+
+    def __enter__(self) -> SnapvcSaver:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    async def __aenter__(self) -> SnapvcSaver:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.close)
+
+    def __repr__(self) -> str:
+        return f"<SnapvcSaver on {self.repo.location!r}>"
+
+    # -- reading ------------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names (``checkpoint_id``), else its thread's latest;
+        None if there is none."""
+        thread_id, namespace, checkpoint_id = _ids(config, "get_tuple")
+        branch = thread_branch(thread_id, namespace)
+        with self._lock:
+            if checkpoint_id is not None:
+                commit = self._lines(branch).by_id.get(checkpoint_id)
+            else:
+                commit = self._latest(branch)
+            if commit is None:
+                return None
+            reader = Reader(self.repo.loader)
+            return self._tuple(reader, thread_id, namespace, commit, self._writes_tree(branch))
+
+    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+             before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first (by checkpoint id, within each thread): of ``config``'s
+        thread (and namespace, if it names one; one checkpoint if it names one), or of
+        every thread for None; those whose metadata has ``filter``'s values, with ids
+        below ``before``'s, at most ``limit``. Values met in several checkpoints are
+        read once and shared between them (``values.Reader``)."""
+        wanted_thread = wanted_ns = wanted_id = None
+        configurable = (config or {}).get("configurable") or {}
+        if configurable.get("thread_id") is not None:
+            wanted_thread, _, wanted_id = _ids(config, "list")
+            wanted_ns = configurable.get("checkpoint_ns")
+        before_id = (before or {}).get("configurable", {}).get("checkpoint_id") if before else None
+        with self._lock:
+            found: list[tuple[str, str, str, Commit]] = []
+            for thread_id, namespace, branch in self._branches(wanted_thread):
+                if wanted_ns is not None and namespace != wanted_ns:
+                    continue
+                for checkpoint_id, commit in self._lines(branch).by_id.items():
+                    if wanted_id is not None and checkpoint_id != wanted_id:
+                        continue
+                    if before_id is not None and checkpoint_id >= before_id:
+                        continue
+                    if filter and not _matches(commit, filter):
+                        continue
+                    found.append((thread_id, namespace, checkpoint_id, commit))
+            found.sort(key=lambda f: f[2], reverse=True)
+            found.sort(key=lambda f: f[0])
+            if limit is not None:
+                found = found[: max(limit, 0)]
+            reader = Reader(self.repo.loader)
+            reader.prefetch([commit.tree for *_, commit in found])
+            trees: dict[tuple[str, str], ObjectId | None] = {}
+            out = []
+            for thread_id, namespace, _, commit in found:
+                key = (thread_id, namespace)
+                if key not in trees:
+                    trees[key] = self._writes_tree(thread_branch(thread_id, namespace))
+                out.append(self._tuple(reader, thread_id, namespace, commit, trees[key]))
+        return iter(out)
+
+    # -- writing ------------------------------------------------------------------------
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
+        """Commit ``checkpoint`` on its thread's branch, as a child of the checkpoint
+        ``config`` names (a root commit if it names none); returns its config."""
+        thread_id, namespace, parent_id = _ids(config, "put")
+        branch = thread_branch(thread_id, namespace)
+        checkpoint_id = checkpoint["id"]
+        where = f"thread {thread_id!r}, checkpoint {checkpoint_id}"
+        meta = _json(get_checkpoint_metadata(config, metadata), f"{where}: the metadata")
+        if KEY in meta:
+            raise ValueError(f"{where}: the metadata key {KEY!r} is where SnapvcSaver keeps the checkpoint's fields")
+        meta[KEY] = _json({k: v for k, v in checkpoint.items() if k != "channel_values"}, f"{where}: the checkpoint")
+        message = f"{meta.get('source', 'checkpoint')} step {meta.get('step', '?')}"
+        with self._lock:
+            lines = self._lines(branch)
+            if checkpoint_id in lines.by_id:
+                raise ValueError(f"{where}: a checkpoint with this id is already stored on the thread")
+            parent = lines.by_id.get(parent_id) if parent_id is not None else None
+            values = self._values_to_store(checkpoint, new_versions, parent)
+            self._commit(branch, lines, values, meta, message, parent, where)
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": checkpoint_id}}
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                   task_path: str = "") -> None:
+        """Keep a task's writes with the checkpoint ``config`` names. A write already kept
+        for the same task and index stays as it is; an error, interrupt or resume write
+        replaces the one before."""
+        thread_id, namespace, checkpoint_id = _ids(config, "put_writes")
+        if checkpoint_id is None:
+            raise ValueError(f"put_writes: thread {thread_id!r}: config['configurable'] names no checkpoint_id")
+        branch = thread_branch(thread_id, namespace)
+        with self._lock:
+            if checkpoint_id not in self._lines(branch).by_id:
+                raise CheckpointNotFoundError(f"put_writes: thread {thread_id!r} (namespace {namespace!r}) has no "
+                                              f"checkpoint {checkpoint_id}")
+            for attempt in (1, 2):
+                state = self._writes_state(branch)
+                entries = [list(e) for e in state.get((checkpoint_id,), None) or []]
+                at = {(e[0], e[4]): i for i, e in enumerate(entries)}
+                for i, (channel, value) in enumerate(writes):
+                    idx = WRITES_IDX_MAP.get(channel, i)
+                    entry = [task_id, channel, value, task_path, idx]
+                    if (task_id, idx) not in at:
+                        at[(task_id, idx)] = len(entries)
+                        entries.append(entry)
+                    elif idx < 0:
+                        entries[at[(task_id, idx)]] = entry
+                entries.sort(key=lambda e: writes_sort_key(e[3], e[0], e[4]))
+                try:
+                    self._snapshot_writes(state, checkpoint_id, entries, thread_id)
+                    return
+                except RefConflictError:
+                    if attempt == 2:
+                        raise
+                    self._write_states.pop(branch, None)  # another writer moved it: read it again
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread: its branches (every namespace, fork and writes branch)."""
+        root = thread_branch(str(thread_id))
+        with self._lock, self.repo.deferred():
+            for branch in self._family(root):
+                self._delete_branch(branch)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints whose metadata ``run_id`` is one of ``run_ids``, and their
+        writes, on every thread; the checkpoints after them are kept (see the module notes)."""
+        runs = set(run_ids)
+        if not runs:
+            return
+        with self._lock:
+            for _, _, branch in self._branches(None):
+                lines = self._lines(branch)
+                doomed = {c.id for c in lines.by_id.values() if c.metadata.get("run_id") in runs}
+                if doomed:
+                    self._rewrite(branch, lines, lambda c: c.id not in doomed)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Make thread ``target_thread_id`` hold what ``source_thread_id`` holds: its
+        branches at the same commits (nothing is copied). A target that already has
+        checkpoints is refused; a source without any copies nothing."""
+        source, target = thread_branch(str(source_thread_id)), thread_branch(str(target_thread_id))
+        with self._lock:
+            branches = self.repo.branches()
+            family = [b for b in branches if b == source or b.startswith(source + "/")]
+            if any(b == target or b.startswith(target + "/") for b in branches):
+                raise ValueError(f"cannot copy thread {source_thread_id!r} to {target_thread_id!r}: the target "
+                                 f"already has checkpoints (delete it first)")
+            with self.repo.deferred():
+                for branch in family:
+                    self.repo.branch(target + branch[len(source):], at=branches[branch])
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``"keep_latest"``: each namespace of each thread keeps its latest checkpoint and
+        its writes, nothing else; ``"delete"``: delete the threads."""
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"prune: strategy must be 'keep_latest' or 'delete', got {strategy!r}")
+        with self._lock:
+            for thread_id in thread_ids:
+                if strategy == "delete":
+                    self.delete_thread(thread_id)
+                    continue
+                for _, _, branch in self._branches(str(thread_id)):
+                    latest = self._latest(branch)
+                    if latest is not None:
+                        self._rewrite(branch, self._lines(branch), lambda c, keep=latest.id: c.id == keep)
+
+    # -- async --------------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if self._executor is None:
+            with self._lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapvc-langgraph")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._run(self.get_tuple, config)
+
+    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+                    before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
+        found = await self._run(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
+        for item in found:
+            yield item
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
+        return await self._run(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                          task_path: str = "") -> None:
+        await self._run(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._run(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._run(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._run(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self._run(self.prune, thread_ids, strategy=strategy)
+
+    # -- internals: lines ---------------------------------------------------------------
+
+    def _heads(self, branch: str) -> dict[str, ObjectId]:
+        heads = dict(self.repo.refs.list(HEADS + branch + FORKS))
+        tip = self.repo.refs.get(HEADS + branch)
+        if tip is not None:
+            heads[HEADS + branch] = tip
+        return heads
+
+    def _lines(self, branch: str) -> _Lines:
+        """The checkpoints of ``branch``, walked again only when a head moved."""
+        heads = self._heads(branch)
+        lines = self._lines_cache.get(branch)
+        if lines is not None and lines.heads == heads:
+            return lines
+        lines = _Lines(heads)
+        seen: set[ObjectId] = set()
+        stack = list(heads.values())
+        while stack:
+            oid = stack.pop()
+            if oid in seen:
+                continue
+            seen.add(oid)
+            commit = self.repo.get_commit(oid, walking=True)
+            checkpoint_id = _checkpoint_id(commit)
+            if checkpoint_id is not None:
+                lines.by_id.setdefault(checkpoint_id, commit)
+            stack.extend(commit.parents)
+        self._lines_cache[branch] = lines
+        return lines
+
+    def _latest(self, branch: str) -> Commit | None:
+        """The newest checkpoint on the branch's first-parent line (its tip, unless
+        someone committed on the branch by hand)."""
+        oid = self.repo.refs.get(HEADS + branch)
+        while oid is not None:
+            commit = self.repo.get_commit(oid, walking=True)
+            if _checkpoint_id(commit) is not None:
+                return commit
+            oid = commit.parent
+        return None
+
+    def _branches(self, thread_id: str | None) -> list[tuple[str, str, str]]:
+        """(thread id, namespace, branch) of every thread branch, or of one thread's."""
+        out = []
+        names = self.repo.branches()
+        if thread_id is not None:
+            root = thread_branch(thread_id)
+            names = {b: t for b, t in names.items() if b == root or b.startswith(root + "/")}
+        for branch in names:
+            try:
+                tid, namespace = parse_thread_branch(branch)
+                if thread_branch(tid, namespace) == branch:
+                    out.append((tid, namespace, branch))
+            except (InvalidRefNameError, UnicodeDecodeError, ValueError):
+                continue  # not a name thread_branch makes
+        return out
+
+    def _family(self, root: str) -> list[str]:
+        """A thread's branches, namespaces, forks and writes included, deepest first."""
+        return sorted((b for b in self.repo.branches() if b == root or b.startswith(root + "/")), reverse=True)
+
+    def _delete_branch(self, branch: str) -> None:
+        ref = HEADS + branch
+        if self.repo.refs.get_symbolic("HEAD") == ref:  # `snapvc checkout <thread>` put HEAD there
+            self.repo.refs.set_symbolic("HEAD", HEADS + DEFAULT_BRANCH)
+        self.repo.delete_branch(branch)
+        if branch.endswith(WRITES):
+            self._write_states.pop(branch.removesuffix(WRITES), None)
+        self._lines_cache.pop(branch, None)
+
+    # -- internals: writing checkpoints -------------------------------------------------
+
+    def _values_to_store(self, checkpoint: Checkpoint, new_versions: ChannelVersions,
+                         parent: Commit | None) -> dict[str, Any]:
+        """The state to commit: each channel of ``channel_versions`` with the value
+        LangGraph gave (the channels' own objects), else the parent's value at the same
+        version (referred to, not copied)."""
+        given = checkpoint["channel_values"]
+        values: dict[str, Any] = {}
+        parent_view = parent_versions = None
+        for channel, version in checkpoint["channel_versions"].items():
+            if channel in new_versions or channel in given:
+                if channel in given:
+                    values[channel] = given[channel]
+                continue
+            if parent is None:
+                continue
+            if parent_view is None:
+                parent_view = self.repo.snapshot(parent.id)
+                parent_versions = parent.metadata[KEY].get("channel_versions", {})
+            if parent_versions.get(channel) == version and channel in parent_view:
+                values[channel] = parent_view[channel]
+        return values
+
+    def _commit(self, branch: str, lines: _Lines, values: dict[str, Any], meta: dict[str, Any], message: str,
+                parent: Commit | None, where: str) -> Commit:
+        repo = self.repo
+        tip = repo.refs.get(HEADS + branch)
+        if tip is None or (parent is not None and parent.id == tip):
+            commit = self._commit_values(branch, values, meta, message, where)
+        else:
+            with repo.deferred():
+                tip_commit = repo.get_commit(tip, walking=True)
+                if not self._reaches(parent, tip_commit):  # the line the branch leaves keeps a branch
+                    left = _checkpoint_id(tip_commit) or tip.hex
+                    repo.branch(branch + FORKS + thread_branch(left), at=tip, force=True)
+                if parent is not None:
+                    for ref, head in self._heads(branch).items():
+                        if head == parent.id and ref != HEADS + branch:  # the new line continues a fork
+                            repo.delete_branch(ref[len(HEADS):])
+                    repo.reset(branch, parent.id)
+                    commit = self._commit_values(branch, values, meta, message, where)
+                else:
+                    head = repo.refs.get_symbolic("HEAD")
+                    self._delete_branch(branch)
+                    commit = self._commit_values(branch, values, meta, message, where, parents=())
+                    if head == HEADS + branch:
+                        repo.refs.set_symbolic("HEAD", head)
+        lines.heads = self._heads(branch)
+        lines.by_id[meta[KEY]["id"]] = commit
+        self._lines_cache[branch] = lines
+        return commit
+
+    def _reaches(self, commit: Commit | None, ancestor: Commit) -> bool:
+        """Whether ``ancestor`` is ``commit`` or on its first-parent line."""
+        while commit is not None and commit.generation >= ancestor.generation:
+            if commit.id == ancestor.id:
+                return True
+            commit = self.repo.get_commit(commit.parent, walking=True) if commit.parent is not None else None
+        return False
+
+    def _commit_values(self, branch: str, values: dict[str, Any], meta: dict[str, Any], message: str, where: str,
+                       parents: tuple[ObjectId, ...] | None = None) -> Commit:
+        """Commit ``values``; a channel snapvc cannot store goes through the serializer."""
+        for channel, value in values.items():
+            if self._wrapped.get((branch, channel)) is type(value):
+                values[channel] = self._serialize(value, f"{where}: channel {channel!r}")
+        while True:
+            try:
+                return self.repo.commit(values, branch=branch, message=message, metadata=meta, parents=parents)
+            except UnsupportedValueError as exc:
+                steps = top_key(exc)
+                if not steps or steps[0] not in values or type(values[steps[0]]) is Serialized:
+                    raise
+                channel = steps[0]
+                self._wrapped[(branch, channel)] = type(values[channel])
+                values[channel] = self._serialize(values[channel], f"{where}: channel {channel!r}")
+
+    def _serialize(self, value: Any, where: str) -> Serialized:
+        try:
+            return wrap(value, self.serde)
+        except Exception as exc:
+            raise UnsupportedValueError(where, f"neither snapvc nor LangGraph's serializer (without pickle) can "
+                                               f"store a {type(value).__name__}: {exc}") from exc
+
+    # -- internals: writes ----------------------------------------------------------------
+
+    def _writes_state(self, branch: str) -> State:
+        state = self._write_states.pop(branch, None)
+        if state is None:
+            state = self.repo.state(branch + WRITES)
+        self._write_states[branch] = state  # most recently used last
+        while len(self._write_states) > _MAX_WRITE_STATES:
+            del self._write_states[next(iter(self._write_states))]
+        return state
+
+    def _snapshot_writes(self, state: State, checkpoint_id: str, entries: list[list[Any]], thread_id: str) -> None:
+        state.set((checkpoint_id,), entries)
+        while True:
+            try:
+                state.snapshot(message=f"writes of checkpoint {checkpoint_id}")
+                return
+            except UnsupportedValueError as exc:
+                steps = top_key(exc)
+                if len(steps) < 3 or steps[0] != checkpoint_id or steps[2] != 2:
+                    raise
+                entry = entries[steps[1]]
+                if type(entry[2]) is Serialized:
+                    raise
+                entry[2] = self._serialize(entry[2], f"thread {thread_id!r}, checkpoint {checkpoint_id}: the write "
+                                                     f"to {entry[1]!r} of task {entry[0]}")
+                state.set((checkpoint_id,), entries)
+
+    def _writes_tree(self, branch: str) -> ObjectId | None:
+        tip = self.repo.refs.get(HEADS + branch + WRITES)
+        return None if tip is None else self.repo.get_commit(tip).tree
+
+    # -- internals: rewriting lines -------------------------------------------------------
+
+    def _rewrite(self, branch: str, lines: _Lines, keep: Callable[[Commit], bool]) -> None:
+        """Drop the checkpoints ``keep`` refuses from the branch and its forks: a kept one
+        whose parent went is committed again on its nearest kept ancestor. The branch
+        then points at the newest line (by checkpoint id), the others at fork branches."""
+        repo = self.repo
+        new_of: dict[ObjectId, ObjectId | None] = {}
+        kept: dict[ObjectId, Commit] = {}
+        dropped: list[str] = []
+        with repo.deferred():
+            for commit in sorted(lines.by_id.values(), key=lambda c: c.generation):
+                old_parent = commit.parent
+                parent = new_of.get(old_parent, old_parent) if old_parent is not None else None
+                if not keep(commit):
+                    new_of[commit.id] = parent
+                    dropped.append(_checkpoint_id(commit) or "")
+                    continue
+                again = commit if parent == old_parent else self._recommit(branch, commit, parent)
+                new_of[commit.id] = again.id
+                kept[again.id] = again
+            scratch = HEADS + branch + _REWRITE
+            if repo.refs.get(scratch) is not None:
+                repo.delete_branch(scratch[len(HEADS):])
+            for ref in self._heads(branch):
+                self._delete_branch(ref[len(HEADS):])
+            with_child = {c.parent for c in kept.values()}
+            leaves = sorted((c for c in kept.values() if c.id not in with_child), key=_checkpoint_id, reverse=True)
+            if not leaves:
+                if repo.refs.get(HEADS + branch + WRITES) is not None:
+                    self._delete_branch(branch + WRITES)
+                return
+            repo.branch(branch, at=leaves[0].id)
+            for leaf in leaves[1:]:
+                repo.branch(branch + FORKS + thread_branch(_checkpoint_id(leaf) or leaf.id.hex), at=leaf.id)
+            state = self._writes_state(branch)
+            gone = [checkpoint_id for checkpoint_id in dropped if checkpoint_id in state]
+            if gone:
+                for checkpoint_id in gone:
+                    state.delete((checkpoint_id,))
+                state.snapshot(message=f"drop the writes of {len(gone)} deleted checkpoint(s)")
+
+    def _recommit(self, branch: str, commit: Commit, parent: ObjectId | None) -> Commit:
+        """``commit``'s state and metadata committed again on ``parent`` (None: as a root)."""
+        repo = self.repo
+        scratch = branch + _REWRITE
+        if parent is None:
+            if repo.refs.get(HEADS + scratch) is not None:
+                repo.delete_branch(scratch)
+        else:
+            repo.branch(scratch, at=parent, force=True)
+        values = dict(repo.snapshot(commit.id).items())
+        return repo.commit(values, branch=scratch, message=commit.message, metadata=orjson.loads(commit.metadata_json),
+                           author=commit.author, parents=() if parent is None else None)
+
+    # -- internals: reading ---------------------------------------------------------------
+
+    def _tuple(self, reader: Reader, thread_id: str, namespace: str, commit: Commit,
+               writes_tree: ObjectId | None) -> CheckpointTuple:
+        meta = orjson.loads(commit.metadata_json)
+        section = meta.pop(KEY)
+        checkpoint_id = section.pop("id")
+        serde = self.serde
+        values = {k: decode(v, serde) for k, v in reader.root(commit.tree).items()}
+        checkpoint: Any = {"v": section.pop("v", 1), "id": checkpoint_id, "ts": section.pop("ts", ""),
+                           "channel_values": values, **section}
+        pending: list[tuple[str, str, Any]] = []
+        if writes_tree is not None:
+            entries = reader.lookup(writes_tree, checkpoint_id)
+            if entries is not MISSING:
+                pending = [(e[0], e[1], decode(e[2], serde)) for e in entries]
+        parent_config = None
+        if commit.parent is not None:
+            parent_id = _checkpoint_id(self.repo.get_commit(commit.parent, walking=True))
+            if parent_id is not None:
+                parent_config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace,
+                                                  "checkpoint_id": parent_id}}
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": checkpoint_id}}
+        return CheckpointTuple(config, checkpoint, meta, parent_config, pending)
+
+
+def _matches(commit: Commit, filter: dict[str, Any]) -> bool:
+    """Whether LangGraph's metadata of ``commit`` has every value of ``filter``."""
+    meta = commit.metadata
+    return all(key != KEY and key in meta and meta[key] == value for key, value in filter.items())
