@@ -2,6 +2,9 @@
 
 - A page at the top of ``docs/`` that the nav does not list goes under "Guides", titled
   by its first heading, so a new guide is on the site as soon as it is written.
+- The API reference (``reference/api.md``) documents every name of ``snapvc.__all__``:
+  a name the page does not show yet is appended under "More of the public API", so
+  the reference follows the public API as it grows.
 - Outside code, ``][`` in a page's text is escaped: ``read ['documents']['doc-0357']`` in
   the generated benchmarks page is text, not a Markdown reference link (which
   mkdocstrings' cross-references would try, and fail, to resolve).
@@ -14,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 GUIDES = "Guides"
+API_PAGE = "reference/api.md"
+_DIRECTIVE = re.compile(r"^::: ([\w.]+)", re.M)
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _CODE_SPAN = re.compile(r"(`+)(?:.|\n)*?(?<!`)\1(?!`)")
 
@@ -73,5 +78,32 @@ def escape_reference_brackets(markdown: str) -> str:
     return "".join(out)
 
 
-def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+def undocumented_names(markdown: str) -> list[str]:
+    """The names of ``snapvc.__all__`` that no ``::: snapvc.NAME`` (or module) directive
+    of ``markdown`` documents."""
+    import importlib
+
+    import snapvc
+
+    documented: set[str] = set()
+    for target in _DIRECTIVE.findall(markdown):
+        parts = target.split(".")
+        if parts[0] != "snapvc":
+            continue
+        if len(parts) == 2:
+            documented.add(parts[1])
+        if len(parts) >= 2:  # a module: everything it exports
+            try:
+                module = importlib.import_module(target)
+            except ImportError:
+                continue
+            documented.update(getattr(module, "__all__", ()))
+    return [name for name in snapvc.__all__ if not name.startswith("__") and name not in documented]
+
+
+def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
+    if page.file.src_uri == API_PAGE:
+        missing = undocumented_names(markdown)
+        if missing:
+            markdown += "\n## More of the public API\n\n" + "".join(f"::: snapvc.{name}\n\n" for name in missing)
     return escape_reference_brackets(markdown)
