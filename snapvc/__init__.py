@@ -54,7 +54,7 @@ from snapvc.merge import ABSENT, Conflict, MergeResult, merge_values
 from snapvc.objects import Commit
 from snapvc.patch import DiffStat, apply_changes, apply_patch, diff_stat, to_json_patch
 from snapvc.refs.base import ReflogEntry
-from snapvc.repository import Repository, RepoStats, open
+from snapvc.repository import BranchStats, Repository, RepoStats, open
 from snapvc.state import Checkpoint, State
 from snapvc.threads import Session, Thread, parse_thread_branch, thread_branch
 from snapvc.runner import END, Runner, Step
@@ -81,6 +81,7 @@ __all__ = [
     "key_changes",
     "ObjectId",
     "RepoStats",
+    "BranchStats",
     "ReflogEntry",
     "State",
     "Checkpoint",

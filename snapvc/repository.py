@@ -53,7 +53,7 @@ from snapvc.state import Checkpoint, State, StatePath, parse_path
 from snapvc.threads import SESSION_KEY, Session, Thread, parse_thread_branch, thread_branch
 from snapvc.store.codec import open_object_store
 
-__all__ = ["Repository", "RepoStats", "open", "DEFAULT_BRANCH"]
+__all__ = ["Repository", "RepoStats", "BranchStats", "open", "format_bytes", "DEFAULT_BRANCH"]
 
 DEFAULT_BRANCH = "main"
 _MAX_BRANCH_CACHES = 8
@@ -83,12 +83,36 @@ class RepoStats:
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.objects_by_kind.items()))
         return (
             f"{self.commits} commits on {self.branches} branches ({self.tags} tags); "
-            f"{self.objects} objects ({kinds}); stored {_human(self.stored_bytes)} for "
-            f"{_human(self.logical_bytes)} of states: {self.dedup_ratio:.1f}x"
+            f"{self.objects} objects ({kinds}); stored {format_bytes(self.stored_bytes)} for "
+            f"{format_bytes(self.logical_bytes)} of states: {self.dedup_ratio:.1f}x"
         )
 
 
-def _human(n: float) -> str:
+@dataclass(frozen=True, slots=True)
+class BranchStats:
+    """What one branch's history holds: its ``commits``; ``logical_bytes``, what their
+    states would take stored whole, each separately (uncompressed); ``objects`` and
+    ``distinct_bytes``, the distinct objects those states are made of and their
+    uncompressed size. ``dedup_ratio`` is logical over distinct: how much sharing
+    unchanged parts between checkpoints saves, before compression."""
+
+    branch: str
+    commits: int
+    logical_bytes: int
+    objects: int
+    distinct_bytes: int
+
+    @property
+    def dedup_ratio(self) -> float:
+        return self.logical_bytes / self.distinct_bytes if self.distinct_bytes else 0.0
+
+    def __str__(self) -> str:
+        return (f"{self.branch}: {self.commits} commits; {self.objects} objects, {format_bytes(self.distinct_bytes)} "
+                f"for {format_bytes(self.logical_bytes)} of states: {self.dedup_ratio:.1f}x")
+
+
+def format_bytes(n: float) -> str:
+    """``512 B``, ``1.5 KB``, ``94.7 MB``: decimal units, as ``RepoStats`` shows them."""
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1000 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -786,6 +810,28 @@ class Repository:
             tags=len(self.refs.list(TAGS)),
             objects_by_kind=by_kind,
         )
+
+    def branch_stats(self, branch: str, *, _logical: dict[bytes, int] | None = None) -> BranchStats:
+        """What ``branch``'s history holds (see ``BranchStats``): every commit reachable
+        from its tip, and every object their states are made of, read once each."""
+        logical_of = {} if _logical is None else _logical
+        ref = self._branch_ref(branch)
+        tip = self.refs.get(ref)
+        if tip is None:
+            raise RefNotFoundError(ref) from ValueError(f"no branch {short_name(ref)!r}")
+        commits = list(self.log(tip))
+        distinct: dict[bytes, int] = {}
+        waiting = [c.tree for c in commits]
+        while waiting:
+            oid = waiting.pop()
+            if oid in distinct:
+                continue
+            kind, payload = split_object(ObjectId(oid), self.loader.fetch(oid))
+            distinct[oid] = len(payload)
+            if kind != BLOB:
+                waiting.extend(children_of(kind, self.loader.node(oid)[1]))
+        logical = sum(self._logical_size(c.tree, logical_of) for c in commits)
+        return BranchStats(short_name(ref), len(commits), logical, len(distinct), sum(distinct.values()))
 
     def _logical_size(self, oid: bytes, memo: dict[bytes, int]) -> int:
         known = memo.get(oid)

@@ -1,0 +1,261 @@
+"""What every ``snapvc`` command shares: finding and opening the repository, the
+``--repo`` and ``--json`` options, terminal output (colour, the pager, progress bars),
+and reading the values people type (``key=value``, times, paths).
+
+Output goes through ``Output``: on a terminal, in colour and, when it is longer than
+the screen, through a pager (``SNAPVC_PAGER``, else ``PAGER``, else ``less``, with
+``LESS=FRX`` unless set, as git does); to a pipe or a file, plain text, never paged.
+``--json`` prints one JSON document instead, with values in the exact form of
+``snapvc.to_jsonable``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import orjson
+from click.shell_completion import CompletionItem
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+import snapvc
+
+__all__ = ["Output", "commit_json", "find_repo", "open_repo", "parse_assignments", "parse_time", "progress",
+           "repo_command", "rev_completion", "state_path"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+
+# -- the repository ---------------------------------------------------------------------------
+
+
+def find_repo(start: Path) -> Path | None:
+    """The first ``*.snapvc`` file in ``start`` or a folder above it, stopping below any
+    folder listed in ``SNAPVC_CEILING_DIRECTORIES`` (``:``-separated, like git's)."""
+    ceilings = {Path(p).resolve() for p in os.environ.get("SNAPVC_CEILING_DIRECTORIES", "").split(os.pathsep) if p}
+    for folder in (start, *start.parents):
+        if folder in ceilings:
+            return None
+        found = sorted(folder.glob("*.snapvc"))
+        if found:
+            return found[0]
+    return None
+
+
+def open_repo(path: str | None) -> snapvc.Repository:
+    """The repository at ``path`` (a file or ``memory://``), else the nearest one found
+    from the working directory; a usage error when there is none."""
+    if path is None:
+        found = find_repo(Path.cwd())
+        if found is None:
+            raise click.UsageError("no *.snapvc repository here or in any parent folder; "
+                                   "create one with 'snapvc init PATH' or pass --repo PATH")
+        path = str(found)
+    return snapvc.open(path, create=False)
+
+
+def repo_command(fn: F) -> F:
+    """Give a command the options every command has: ``--repo`` and ``--json``."""
+    fn = click.option("--json", "as_json", is_flag=True, help="print one JSON document (machine-readable)")(fn)
+    fn = click.option("--repo", "repo_path", metavar="PATH", envvar="SNAPVC_REPO",
+                      help="the repository file (default: $SNAPVC_REPO, else the nearest *.snapvc "
+                           "in this folder or above)")(fn)
+    return fn
+
+
+# -- output -----------------------------------------------------------------------------------
+
+
+class Output:
+    """Where a command's output goes: ``console`` (stdout), ``err`` (stderr), ``json()``
+    for ``--json``, and ``paged()`` around long output."""
+
+    def __init__(self, color: str = "auto", pager: bool = True) -> None:
+        force = True if color == "always" else None
+        self.console = Console(highlight=False, soft_wrap=True, force_terminal=force, no_color=color == "never",
+                               emoji=False)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True, force_terminal=force,
+                           no_color=color == "never", emoji=False)
+        self.pager = pager
+
+    @staticmethod
+    def json(data: Any) -> None:
+        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE).decode())
+
+    def print(self, *things: Any, **kwargs: Any) -> None:
+        self.console.print(*things, **kwargs)
+
+    @contextmanager
+    def paged(self) -> Iterator[None]:
+        """Output printed inside goes through the pager when stdout is a terminal and
+        it is longer than the screen."""
+        if not (self.pager and sys.stdout.isatty()):
+            yield
+            return
+        with self.console.capture() as captured:
+            yield
+        text = captured.get()
+        if text.count("\n") < self.console.size.height or not _run_pager(text):
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+
+def _run_pager(text: str) -> bool:
+    """Show ``text`` through the pager; False when there is none to run."""
+    command = os.environ.get("SNAPVC_PAGER", os.environ.get("PAGER", "less")).strip()
+    if not command or command == "cat":
+        return False
+    try:
+        program = shlex.split(command)[0]
+    except ValueError:
+        return False
+    if shutil.which(program) is None:
+        return False
+    env = {**os.environ}
+    env.setdefault("LESS", "FRX")
+    env.setdefault("LV", "-c")
+    with subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, env=env) as pager:
+        assert pager.stdin is not None
+        try:
+            pager.stdin.write(text.encode())
+            pager.stdin.close()
+        except BrokenPipeError:  # the reader quit before the end: as with git, fine
+            pass
+        pager.wait()
+    return True
+
+
+def progress(items: Iterable[T], total: int, description: str) -> Iterator[T]:
+    """``items``, with a progress bar on stderr while stdout is a terminal (silent in
+    scripts and pipes)."""
+    if not (sys.stdout.isatty() and sys.stderr.isatty()):
+        yield from items
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        for item in items:
+            yield item
+            bar.advance(task)
+
+
+def commit_json(c: snapvc.Commit, labels: Iterable[str] = ()) -> dict[str, Any]:
+    """A commit as ``--json`` prints it."""
+    out = {"id": c.id.hex, "tree": c.tree.hex, "parents": [p.hex for p in c.parents], "author": c.author,
+           "time": c.time.isoformat(), "message": c.message, "metadata": orjson.loads(c.metadata_json),
+           "generation": c.generation}
+    labels = list(labels)
+    if labels:
+        out["refs"] = labels
+    return out
+
+
+# -- what people type -------------------------------------------------------------------------
+
+
+def parse_assignments(items: Iterable[str], option: str) -> dict[str, Any]:
+    """``key=value`` pairs: the value is JSON when it reads as JSON (``step=3``,
+    ``ok=true``, ``tags=["a"]``), else the text itself (``agent=researcher``)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not key=value (e.g. {option} step=3)", param_hint=option)
+        try:
+            out[key] = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            out[key] = text
+    return out
+
+
+_AGO = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(second|minute|hour|day|week)s?\s+ago\s*$", re.I)
+
+
+def parse_time(text: str, option: str, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> datetime:
+    """A time as ``log --since/--until`` take it: ISO 8601 (``2026-11-23``,
+    ``2026-11-23T10:00``, with or without a zone; without one it is local time, as in
+    git), Unix seconds, or ``N seconds|minutes|hours|days|weeks ago``."""
+    ago = _AGO.match(text)
+    if ago:
+        return now() - timedelta(**{ago.group(2).lower() + "s": float(ago.group(1))})
+    if re.fullmatch(r"\d+(\.\d+)?", text.strip()):
+        return datetime.fromtimestamp(float(text), UTC)
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a time: give e.g. 2026-11-23, 2026-11-23T10:00:00, "
+                                 "1763892000 or '2 hours ago'", param_hint=option) from None
+    return when if when.tzinfo is not None else when.astimezone()
+
+
+def state_path(text: str) -> tuple[str | int, ...]:
+    """A path into a state as typed: dotted (``research.findings.0``; integer steps
+    index lists) or a JSON Pointer (``/research/findings/0``, for keys holding dots)."""
+    if text.startswith("/"):
+        steps = [t.replace("~1", "/").replace("~0", "~") for t in text[1:].split("/")]
+    else:
+        steps = text.split(".")
+    if any(s == "" for s in steps) and text not in ("", "/"):
+        raise click.BadParameter(f"{text!r} has an empty step; write a.b.0 or /a/b/0")
+    return tuple(int(s) if re.fullmatch(r"-?\d+", s) else s for s in steps if text not in ("", "/"))
+
+
+def value_at(root: Any, path: tuple[str | int, ...], shown: str, where: str) -> Any:
+    """The value at ``path`` below a state (read lazily from a snapshot); a usage error
+    naming the first step that leads nowhere."""
+    value = root
+    for depth, step in enumerate(path):
+        here = ".".join(map(str, path[:depth])) or "the top"
+        if isinstance(value, (dict, snapvc.MapView)) and isinstance(step, str) and step in value:
+            value = value[step]
+        elif isinstance(value, (dict, snapvc.MapView)) and isinstance(step, int) and str(step) in value:
+            value = value[str(step)]
+        elif isinstance(value, (list, tuple, snapvc.SeqView)) and isinstance(step, int) and -len(value) <= step < len(value):
+            value = value[step]
+        else:
+            kind = type(value).__name__
+            raise click.UsageError(f"path {shown!r}: no {step!r} at {here} of the state at {where} (a {kind}"
+                                   + (f" of {len(value)} items)" if hasattr(value, "__len__") else ")"))
+    return value
+
+
+# -- shell completion -------------------------------------------------------------------------
+
+
+def rev_completion(kinds: tuple[str, ...] = ("branches", "tags")) -> Callable[..., list[CompletionItem]]:
+    """Complete a rev argument with the repository's branch (and tag) names."""
+
+    def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+        try:
+            with open_repo(ctx.params.get("repo_path")) as repo:
+                names = [*(repo.branches() if "branches" in kinds else ()), *(repo.tags() if "tags" in kinds else ())]
+        except Exception:  # completion must never fail loudly
+            return []
+        return [CompletionItem(n) for n in names if n.startswith(incomplete)]
+
+    return complete
+
+
+def pass_output(fn: F) -> F:
+    """Hand the command the ``Output`` set up by the top-level options."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        out = ctx.find_object(Output) or Output()
+        return fn(out, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

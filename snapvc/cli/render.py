@@ -1,0 +1,107 @@
+"""How the ``snapvc`` command shows changes, values and commits to people.
+
+A diff is drawn as a tree of the changed paths (``render_changes``): a key's changes
+under it, ``+`` added in green, ``-`` removed in red, ``~`` modified in yellow with
+``old → new``, and a long string that changed as a unified diff of its lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.markup import escape
+from rich.text import Text
+from rich.tree import Tree
+
+import snapvc
+from snapvc.diff import format_path, plain_value, short_repr
+
+__all__ = ["LONG_TEXT", "change_json", "commit_line", "decoration", "labels_by_commit", "render_changes"]
+
+LONG_TEXT = 80  # a modified string longer than this (or with line breaks) is shown as a unified diff
+_STYLE = {"added": ("+", "green"), "removed": ("-", "red"), "modified": ("~", "yellow")}
+
+
+def _step(step: str | int) -> str:
+    return format_path((step,)) if isinstance(step, int) or not step.isidentifier() else step
+
+
+def _is_long_text(change: snapvc.Change) -> bool:
+    return (change.kind == "modified" and isinstance(change.old, str) and isinstance(change.new, str)
+            and (max(len(change.old), len(change.new)) > LONG_TEXT or "\n" in change.old + change.new))
+
+
+def _unified(change: snapvc.Change, context: int) -> Text:
+    lines = change.unified(context).splitlines()[2:]  # the ---/+++ header repeats the path
+    text = Text()
+    for i, line in enumerate(lines):
+        style = "green" if line.startswith("+") else "red" if line.startswith("-") else \
+            "cyan" if line.startswith("@@") else "dim" if line.startswith("\\") else ""
+        text.append(line + ("\n" if i < len(lines) - 1 else ""), style=style)
+    return text
+
+
+def render_changes(changes: Sequence[snapvc.Change], title: str, context: int = 3) -> Tree:
+    """``changes`` as a tree of paths under ``title``: each change at its last step,
+    below the keys and indices that lead to it."""
+    tree = Tree(Text(title, style="bold"), guide_style="dim")
+    branches: dict[tuple[str | int, ...], Tree] = {(): tree}
+    for change in changes:
+        parent = tree
+        for depth in range(1, len(change.path)):
+            key = change.path[:depth]
+            if key not in branches:
+                branches[key] = parent.add(Text(_step(change.path[depth - 1]), style="bold"))
+            parent = branches[key]
+        sign, colour = _STYLE[change.kind]
+        name = escape(_step(change.path[-1])) if change.path else "(the whole state)"
+        if _is_long_text(change):
+            node = parent.add(f"[{colour}]{sign} {name}[/] [dim](text, {len(change.old)} → {len(change.new)} characters)[/]")
+            node.add(_unified(change, context))
+        elif change.kind == "modified":
+            parent.add(f"[{colour}]{sign} {name}:[/] [red]{escape(short_repr(change.old))}[/] → "
+                       f"[green]{escape(short_repr(change.new))}[/]")
+        else:
+            value = change.new if change.kind == "added" else change.old
+            parent.add(f"[{colour}]{sign} {name}: {escape(short_repr(value))}[/]")
+    return tree
+
+
+def change_json(change: snapvc.Change) -> dict[str, Any]:
+    """A change as ``--json`` prints it: the path as a list of steps, and as text."""
+    out: dict[str, Any] = {"path": list(change.path), "where": format_path(change.path), "kind": change.kind}
+    if change.kind != "added":
+        out["old"] = snapvc.to_jsonable(plain_value(change.old))
+    if change.kind != "removed":
+        out["new"] = snapvc.to_jsonable(plain_value(change.new))
+    return out
+
+
+def labels_by_commit(repo: snapvc.Repository) -> dict[bytes, list[str]]:
+    """Each commit's labels as ``git log`` decorates: ``HEAD -> main``, other branches,
+    ``tag: v1``."""
+    labels: dict[bytes, list[str]] = {}
+    head = repo.head
+    for name, oid in repo.branches().items():
+        if name == head:
+            labels.setdefault(oid, []).insert(0, f"HEAD -> {name}")
+        else:
+            labels.setdefault(oid, []).append(name)
+    for name, oid in repo.tags().items():
+        labels.setdefault(oid, []).append(f"tag: {name}")
+    return labels
+
+
+def decoration(labels: Iterable[str]) -> str:
+    """`` (HEAD -> main, tag: v1)`` in rich markup; empty without labels."""
+    parts = [f"[bold cyan]{escape(x)}[/]" if x.startswith("HEAD") else
+             f"[bold yellow]{escape(x)}[/]" if x.startswith("tag: ") else f"[bold green]{escape(x)}[/]"
+             for x in labels]
+    return " [yellow]([/]" + "[yellow], [/]".join(parts) + "[yellow])[/]" if parts else ""
+
+
+def commit_line(commit: snapvc.Commit, labels: Iterable[str]) -> str:
+    """``1a2b3c4d (HEAD -> main, tag: v1) step 3: write`` in rich markup."""
+    first = commit.message.splitlines()[0] if commit.message else ""
+    return f"[yellow]{commit.id.short[:8]}[/]{decoration(labels)} {escape(first)}"
