@@ -31,6 +31,7 @@ from benchmarks import (
     branching,
     deep_history,
     growth,
+    langgraph_graph,
     large_state,
     long_list,
     wide_map,
@@ -55,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS_PATH = ROOT / "docs" / "benchmarks.md"
 WORKLOADS: dict[str, ModuleType] = {
     module.NAME: module
-    for module in (agent_run, growth, large_state, wide_map, long_list, deep_history, branching)
+    for module in (agent_run, growth, large_state, wide_map, long_list, deep_history, branching, langgraph_graph)
 }
 SCALES = {scale.name: scale for scale in (FULL, QUICK)}
 

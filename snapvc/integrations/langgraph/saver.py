@@ -63,7 +63,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 import snapvc
-from snapvc.errors import CheckpointNotFoundError, InvalidRefNameError, RefConflictError, UnsupportedValueError
+from snapvc.errors import InvalidRefNameError, RefConflictError, UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.integrations.langgraph.values import MISSING, Reader, Serialized, decode, top_key, wrap
 from snapvc.objects import Commit
@@ -264,10 +264,9 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         if checkpoint_id is None:
             raise ValueError(f"put_writes: thread {thread_id!r}: config['configurable'] names no checkpoint_id")
         branch = thread_branch(thread_id, namespace)
+        # LangGraph may send a checkpoint's writes before its put has finished (both run
+        # in the background): the writes are kept by checkpoint id, whether it is stored yet or not.
         with self._lock:
-            if checkpoint_id not in self._lines(branch).by_id:
-                raise CheckpointNotFoundError(f"put_writes: thread {thread_id!r} (namespace {namespace!r}) has no "
-                                              f"checkpoint {checkpoint_id}")
             for attempt in (1, 2):
                 state = self._writes_state(branch)
                 entries = [list(e) for e in state.get((checkpoint_id,), None) or []]
