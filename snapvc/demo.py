@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 import snapvc
 from snapvc.cli.graph import graph_rows
+from snapvc.cli.render import commit_line, labels_by_commit, render_changes
 from snapvc.diff import format_path
 
 __all__ = ["run_demo"]
@@ -108,27 +111,21 @@ def run_demo(path: str | Path | None = None, console: Console | None = None) -> 
     console.print(f"main is at {repo.branches()['main'].short}, try-web at {repo.branches()['try-web'].short}")
 
     _say(console, "3. The history, as `snapvc log --graph` shows it", "Newest first; both branches fork from the tagged decision point.")
-    labels: dict[bytes, list[str]] = {}
-    for name, oid in repo.branches().items():
-        labels.setdefault(oid, []).append(name)
-    for name, oid in repo.tags().items():
-        labels.setdefault(oid, []).append(f"tag: {name}")
+    labels = labels_by_commit(repo)
     lines = []
     for row in graph_rows(repo.log(["main", "try-web"])):
-        if row.commit is None:
-            lines.append(row.graph)
-            continue
-        label = f" ({', '.join(labels[row.commit.id])})" if row.commit.id in labels else ""
-        lines.append(f"{row.graph:<4} {row.commit.id.short[:8]}{label} {row.commit.message}")
-        console.print(f"[yellow]{row.graph:<4}[/] [bold]{row.commit.id.short[:8]}[/][green]{label}[/] {row.commit.message}")
+        line = f"[red]{escape(row.graph)}[/]"
+        if row.commit is not None:
+            line += " " + commit_line(row.commit, labels.get(row.commit.id, ()))
+        console.print(line, highlight=False)
+        lines.append(Text.from_markup(line).plain)
     out["graph"] = lines
 
     _say(console, "4. What differs between the two branches (a structural diff)",
-         "Paths inside the state, not lines of text: which messages, findings and fields changed.")
+         "Paths inside the state, not lines of text: which messages, findings and fields changed, "
+         "as `snapvc diff try-web main` shows them.")
     changes = repo.diff("try-web", "main")
-    for change in changes:
-        colour = {"added": "green", "removed": "red", "modified": "yellow"}[change.kind]
-        console.print(f"[{colour}]{change}[/]", highlight=False)
+    console.print(render_changes(changes, "try-web → main"), highlight=False)
     out["diff"] = [(format_path(ch.path), ch.kind) for ch in changes]
 
     _say(console, "5. Time travel: restore an earlier checkpoint",

@@ -53,7 +53,7 @@ from snapvc.encoding.nodes import seq_leaf_encodings
 from snapvc.encoding.writer import element_encoder
 from snapvc.objects import SEQ
 
-__all__ = ["Change", "KeyChanges", "aligned_opcodes", "diff_values", "format_path", "key_changes", "plain_value", "sequence_kind",
+__all__ = ["Change", "KeyChanges", "aligned_opcodes", "changed_region", "diff_values", "format_path", "key_changes", "plain_value", "sequence_kind",
            "short_repr", "stored_elements"]
 
 Path = tuple[str | int, ...]
@@ -77,7 +77,7 @@ class Change:
         if self.kind == "removed":
             return f"- {where}: {short_repr(self.old)}"
         if isinstance(self.old, str) and isinstance(self.new, str) and max(len(self.old), len(self.new)) > 60:
-            before, after = _changed_region(self.old, self.new)
+            before, after = changed_region(self.old, self.new)
             return f"~ {where}: {before} -> {after}"
         return f"~ {where}: {short_repr(self.old)} -> {short_repr(self.new)}"
 
@@ -155,7 +155,7 @@ def short_repr(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _changed_region(old: str, new: str, context: int = 12, limit: int = 40) -> tuple[str, str]:
+def changed_region(old: str, new: str, context: int = 12, limit: int = 40) -> tuple[str, str]:
     """The part of two long strings that differs, with a little context: what a reader
     needs to see of a 20 KB document in which one paragraph changed."""
     start = 0

@@ -219,6 +219,13 @@ def test_diff_as_a_tree_and_the_other_formats(repo_dir: Path) -> None:
     nested = run("diff", "main~2", "main~1", cwd=repo_dir).stdout.splitlines()
     assert nested[1:] == ["├── messages", "│   └── + [1]: {'content': 'hello', 'role': 'assistant'}",
                           "└── ~ step: 0 → 1"]
+    with snapvc.open(repo_dir / "agent.snapvc") as repo:
+        line = "the agent read " + "many sources " * 10
+        repo.commit({"a": {"b": [{"c": 1, "note": line + "and agreed."}]}}, branch="nest")
+        repo.commit({"a": {"b": [{"c": 2, "note": line + "and disagreed."}]}}, branch="nest")
+    chain = run("diff", "nest~1", "nest", cwd=repo_dir).stdout.splitlines()
+    assert chain == ["nest~1 → nest", "└── a.b[0]", "    ├── ~ c: 1 → 2",  # single steps make one label
+                     "    └── ~ note: '…sources and agreed.' → '…sources and disagreed.'"]
     assert run("diff", "main", "try-b", "--name-only", cwd=repo_dir).stdout.split() == ["plan", "step"]
     assert run("diff", "main", "try-b", "plan", "--name-only", cwd=repo_dir).stdout.split() == ["plan"]
     stat = run("diff", "main~1", "main", "--stat", cwd=repo_dir).stdout

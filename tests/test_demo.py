@@ -18,7 +18,7 @@ def test_demo_does_what_it_says(tmp_path: Path) -> None:
         out = run_demo(path, console=Console(file=screen, width=100))
     graph = "\n".join(out["graph"])
     assert "|/" in graph, "the fork should be drawn where the branches meet"
-    assert "(main)" in graph and "(try-web)" in graph and "tag: decision-point" in graph
+    assert "(HEAD -> main)" in graph and "(try-web)" in graph and "tag: decision-point" in graph
     kinds = dict(out["diff"])
     assert kinds["findings[2]"] == "modified" and kinds["usage.tokens"] == "modified"
     assert out["restored_messages"] == 9

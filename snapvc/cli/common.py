@@ -84,11 +84,12 @@ class Output:
     for ``--json``, and ``paged()`` around long output."""
 
     def __init__(self, color: str = "auto", pager: bool = True) -> None:
-        force = True if color == "always" else None
-        self.console = Console(highlight=False, soft_wrap=True, force_terminal=force, no_color=color == "never",
-                               emoji=False)
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True, force_terminal=force,
-                           no_color=color == "never", emoji=False)
+        style: dict[str, Any] = {"force_terminal": True} if color == "always" else \
+            {"color_system": None} if color == "never" else {}
+        if not sys.stdout.isatty():
+            style["width"] = 1 << 20  # to a pipe or a file, lines are never cut to fit a screen
+        self.console = Console(highlight=False, soft_wrap=True, emoji=False, **style)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False, **style)
         self.pager = pager
 
     @staticmethod

@@ -2,7 +2,8 @@
 
 A diff is drawn as a tree of the changed paths (``render_changes``): a key's changes
 under it, ``+`` added in green, ``-`` removed in red, ``~`` modified in yellow with
-``old → new``, and a long string that changed as a unified diff of its lines.
+``old → new`` (of a long one-line string, the part that changed), and a string of
+several lines as a unified diff of its lines.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from rich.text import Text
 from rich.tree import Tree
 
 import snapvc
-from snapvc.diff import format_path, plain_value, short_repr
+from snapvc.diff import changed_region, format_path, plain_value, short_repr
 
 __all__ = ["LONG_TEXT", "change_json", "commit_line", "decoration", "labels_by_commit", "render_changes"]
 
-LONG_TEXT = 80  # a modified string longer than this (or with line breaks) is shown as a unified diff
+LONG_TEXT = 60  # a one-line string longer than this shows only the part that changed
 _STYLE = {"added": ("+", "green"), "removed": ("-", "red"), "modified": ("~", "yellow")}
 
 
@@ -27,14 +28,13 @@ def _step(step: str | int) -> str:
     return format_path((step,)) if isinstance(step, int) or not step.isidentifier() else step
 
 
-def _is_long_text(change: snapvc.Change) -> bool:
-    return (change.kind == "modified" and isinstance(change.old, str) and isinstance(change.new, str)
-            and (max(len(change.old), len(change.new)) > LONG_TEXT or "\n" in change.old + change.new))
+def _is_text(change: snapvc.Change) -> bool:
+    return change.kind == "modified" and isinstance(change.old, str) and isinstance(change.new, str)
 
 
 def _unified(change: snapvc.Change, context: int) -> Text:
     lines = change.unified(context).splitlines()[2:]  # the ---/+++ header repeats the path
-    text = Text()
+    text = Text(no_wrap=True, overflow="ellipsis")  # a long line is cut at the screen's edge, not wrapped
     for i, line in enumerate(lines):
         style = "green" if line.startswith("+") else "red" if line.startswith("-") else \
             "cyan" if line.startswith("@@") else "dim" if line.startswith("\\") else ""
@@ -42,30 +42,62 @@ def _unified(change: snapvc.Change, context: int) -> Text:
     return text
 
 
+class _Node:
+    """The changes below one path, in the diff's order: a change here, or a step down."""
+
+    def __init__(self) -> None:
+        self.children: dict[str | int, _Node] = {}
+        self.items: list[snapvc.Change | str | int] = []
+
+    def child(self, step: str | int) -> _Node:
+        if step not in self.children:
+            self.children[step] = _Node()
+            self.items.append(step)
+        return self.children[step]
+
+
 def render_changes(changes: Sequence[snapvc.Change], title: str, context: int = 3) -> Tree:
     """``changes`` as a tree of paths under ``title``: each change at its last step,
-    below the keys and indices that lead to it."""
-    tree = Tree(Text(title, style="bold"), guide_style="dim")
-    branches: dict[tuple[str | int, ...], Tree] = {(): tree}
+    below the keys and indices that lead to it (a chain of single steps is one label:
+    ``tool_calls[0].arguments``)."""
+    root = _Node()
     for change in changes:
-        parent = tree
-        for depth in range(1, len(change.path)):
-            key = change.path[:depth]
-            if key not in branches:
-                branches[key] = parent.add(Text(_step(change.path[depth - 1]), style="bold"))
-            parent = branches[key]
-        sign, colour = _STYLE[change.kind]
-        name = escape(_step(change.path[-1])) if change.path else "(the whole state)"
-        if _is_long_text(change):
-            node = parent.add(f"[{colour}]{sign} {name}[/] [dim](text, {len(change.old)} → {len(change.new)} characters)[/]")
-            node.add(_unified(change, context))
-        elif change.kind == "modified":
-            parent.add(f"[{colour}]{sign} {name}:[/] [red]{escape(short_repr(change.old))}[/] → "
-                       f"[green]{escape(short_repr(change.new))}[/]")
-        else:
-            value = change.new if change.kind == "added" else change.old
-            parent.add(f"[{colour}]{sign} {name}: {escape(short_repr(value))}[/]")
+        node = root
+        for step in change.path[:-1]:
+            node = node.child(step)
+        node.items.append(change)
+    tree = Tree(Text(title, style="bold"), guide_style="dim")
+    _draw(tree, root, context)
     return tree
+
+
+def _draw(tree: Tree, node: _Node, context: int) -> None:
+    for item in node.items:
+        if isinstance(item, snapvc.Change):
+            _leaf(tree, item, context)
+            continue
+        steps, below = [item], node.children[item]
+        while len(below.items) == 1 and not isinstance(below.items[0], snapvc.Change):
+            steps.append(below.items[0])
+            below = below.children[below.items[0]]
+        _draw(tree.add(Text(format_path(tuple(steps)), style="bold")), below, context)
+
+
+def _leaf(parent: Tree, change: snapvc.Change, context: int) -> None:
+    sign, colour = _STYLE[change.kind]
+    name = escape(_step(change.path[-1])) if change.path else "(the whole state)"
+    if _is_text(change) and "\n" in change.old + change.new:
+        node = parent.add(f"[{colour}]{sign} {name}[/] [dim](text, {len(change.old)} → {len(change.new)} characters)[/]")
+        node.add(_unified(change, context))
+    elif _is_text(change) and max(len(change.old), len(change.new)) > LONG_TEXT:
+        before, after = changed_region(change.old, change.new)
+        parent.add(f"[{colour}]{sign} {name}:[/] [red]{escape(before)}[/] → [green]{escape(after)}[/]")
+    elif change.kind == "modified":
+        parent.add(f"[{colour}]{sign} {name}:[/] [red]{escape(short_repr(change.old))}[/] → "
+                   f"[green]{escape(short_repr(change.new))}[/]")
+    else:
+        value = change.new if change.kind == "added" else change.old
+        parent.add(f"[{colour}]{sign} {name}: {escape(short_repr(value))}[/]")
 
 
 def change_json(change: snapvc.Change) -> dict[str, Any]:
