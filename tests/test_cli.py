@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -358,3 +359,19 @@ def test_shell_completion(repo_dir: Path) -> None:
     assert done.returncode == 0 and "plain,main" in done.stdout.splitlines()
     env = {"_SNAPVC_COMPLETE": "bash_complete", "COMP_WORDS": "snapvc lo", "COMP_CWORD": "1"}
     assert "plain,log" in run(cwd=repo_dir, env=env).stdout.splitlines()
+
+
+def test_the_readme_commands_run_on_the_demo_repository(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## The command"):]
+    block = section[section.index("```bash\n") + len("```bash\n"):section.index("```\n", section.index("```bash"))]
+    commands = [shlex.split(line.split("  #")[0]) for line in block.splitlines() if line.strip()]
+    assert len(commands) >= 10 and all(c[0] == "snapvc" for c in commands)
+    assert run("demo", "--repo", "agent.snapvc", cwd=tmp_path).returncode == 0
+    for command in commands:
+        done = run(*command[1:], cwd=tmp_path)
+        assert done.returncode in (0, 1) and not done.stderr.startswith("snapvc: error"), (command, done.stderr)
+        if "-o" in command:
+            assert (tmp_path / command[command.index("-o") + 1]).stat().st_size > 0
+        else:
+            assert done.stdout.strip(), f"{' '.join(command)} printed nothing"
