@@ -65,7 +65,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 import snapvc
 from snapvc.errors import InvalidRefNameError, RefConflictError, UnsupportedValueError
 from snapvc.ids import ObjectId
-from snapvc.integrations.langgraph.values import MISSING, Reader, Serialized, decode, top_key, wrap
+from snapvc.integrations.langgraph.values import MISSING, Reader, decode, is_serialized, top_key, wrap
 from snapvc.objects import Commit
 from snapvc.refs.names import HEADS
 from snapvc.repository import DEFAULT_BRANCH, Repository
@@ -519,13 +519,13 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 return self.repo.commit(values, branch=branch, message=message, metadata=meta, parents=parents)
             except UnsupportedValueError as exc:
                 steps = top_key(exc)
-                if not steps or steps[0] not in values or type(values[steps[0]]) is Serialized:
+                if not steps or steps[0] not in values or is_serialized(values[steps[0]]):
                     raise
                 channel = steps[0]
                 self._wrapped[(branch, channel)] = type(values[channel])
                 values[channel] = self._serialize(values[channel], f"{where}: channel {channel!r}")
 
-    def _serialize(self, value: Any, where: str) -> Serialized:
+    def _serialize(self, value: Any, where: str) -> dict[str, Any]:
         try:
             return wrap(value, self.serde)
         except Exception as exc:
@@ -554,7 +554,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 if len(steps) < 3 or steps[0] != checkpoint_id or steps[2] != 2:
                     raise
                 entry = entries[steps[1]]
-                if type(entry[2]) is Serialized:
+                if is_serialized(entry[2]):
                     raise
                 entry[2] = self._serialize(entry[2], f"thread {thread_id!r}, checkpoint {checkpoint_id}: the write "
                                                      f"to {entry[1]!r} of task {entry[0]}")

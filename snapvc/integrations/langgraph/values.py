@@ -5,9 +5,10 @@ exactly (see ``snapvc/encoding/adapters.py``): then a message list that grows by
 message stores one message, and a diff shows the change. LangChain's messages are
 pydantic models; they are registered here, so a message is a typed map of its fields
 (readable whenever this module is imported), deduplicated and compressed like any map.
-A value snapvc cannot store (a set, a ``Send``, an arbitrary object) is kept as
-``Serialized``: the type name and bytes of LangGraph's serializer, which runs without
-its pickle fallback. The encoder reports such a value by its path; the value is then
+A value snapvc cannot store (a set, a ``Send``, an arbitrary object) is kept as what
+LangGraph's serializer (without its pickle fallback) makes of it, in a plain dict
+``{"langgraph_serialized": <its type name>, "data": <its bytes>}`` that any snapvc
+reader can show. The encoder reports such a value by its path; the value is then
 wrapped at the top of its channel (or write) and the commit tried again.
 
 Reading. ``Reader`` builds values from stored trees and remembers what it built by
@@ -23,8 +24,7 @@ from __future__ import annotations
 
 import ast
 from bisect import bisect_right
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from langchain_core import messages as lc_messages
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -36,26 +36,14 @@ from snapvc.errors import CorruptObjectError, UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
 
-__all__ = ["MISSING", "Serialized", "Reader", "top_key", "decode", "wrap"]
+__all__ = ["MISSING", "SERIALIZED", "Reader", "top_key", "decode", "wrap", "is_serialized"]
 
 _TAG_TUPLE = 1
 _TAG_STR = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Serialized:
-    """A value stored by LangGraph's serializer: its type name and bytes."""
+SERIALIZED: Final = "langgraph_serialized"  # the key that marks a value LangGraph's serializer stored
 
-    type: str
-    data: bytes
-
-
-register_type(
-    Serialized,
-    lambda s: {"type": s.type, "data": s.data},
-    lambda fields: Serialized(fields["type"], fields["data"]),
-    name="langgraph:serialized",
-)
 
 # Every message class of langchain_core, so a stored message is readable whenever this
 # module is imported (snapvc never imports a module to read a value).
@@ -65,16 +53,20 @@ for _name in lc_messages.__all__:
         register_type(_cls)
 
 
-def wrap(value: Any, serde: SerializerProtocol) -> Serialized:
-    """``value`` as LangGraph's serializer stores it."""
+def wrap(value: Any, serde: SerializerProtocol) -> dict[str, Any]:
+    """``value`` as LangGraph's serializer stores it, in a marked dict."""
     type_name, data = serde.dumps_typed(value)
-    return Serialized(type_name, data)
+    return {SERIALIZED: type_name, "data": data}
+
+
+def is_serialized(value: Any) -> bool:
+    return type(value) is dict and len(value) == 2 and SERIALIZED in value and "data" in value
 
 
 def decode(value: Any, serde: SerializerProtocol) -> Any:
-    """A stored channel value or write as LangGraph gave it: ``Serialized`` is unwrapped."""
-    if type(value) is Serialized:
-        return serde.loads_typed((value.type, value.data))
+    """A stored channel value or write as LangGraph gave it: a serialized one is unwrapped."""
+    if is_serialized(value):
+        return serde.loads_typed((value[SERIALIZED], value["data"]))
     return value
 
 
