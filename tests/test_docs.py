@@ -46,7 +46,7 @@ def test_readme_has_examples() -> None:
 @pytest.mark.parametrize("path,index,code", CASES, ids=[f"{_name(p)}-{i}" for p, i, _ in CASES])
 def test_doc_example_runs(path: Path, index: int, code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # examples create their repositories in the working directory
-    exec(compile(code, f"{path.name} block {index}", "exec"), {"__name__": f"doc_{index}"})
+    exec(compile(code, f"{path.name} block {index}", "exec", dont_inherit=True), {"__name__": f"doc_{index}"})
 
 
 def _console_commands(block: str) -> list[tuple[str, str]]:
@@ -88,7 +88,7 @@ def test_doc_session_runs(path: Path, tmp_path: Path, monkeypatch: pytest.Monkey
     for index, (lang, code) in enumerate(steps):
         where = f"{_name(path)} block {index}"
         if lang == "python":
-            exec(compile(code, where, "exec"), namespace)
+            exec(compile(code, where, "exec", dont_inherit=True), namespace)
         else:
             _run_console(code, tmp_path, where)
 

@@ -15,7 +15,7 @@ versions, versions seen        metadata (``source``, ``step``, ``run_id`` …) s
                                beside it, so ``repo.log(where={"step": 3})`` finds it
 parent checkpoint              the commit's parent
 a fork (``update_state`` or a  the branch moves to the new line; the line it leaves
-put on an earlier checkpoint)  keeps a branch ``<branch>/+fork/<its last checkpoint id>``
+put on an earlier checkpoint)  keeps a branch ``<branch>/+fork/<its head's short id>``
 pending writes                 the branch ``<branch>/+writes``: one map, checkpoint id
                                -> its writes ``[task_id, channel, value, task_path,
                                idx]``, a commit per ``put_writes``
@@ -75,7 +75,7 @@ from snapvc.threads import parse_thread_branch, thread_branch
 __all__ = ["SnapvcSaver", "KEY", "FORKS", "WRITES"]
 
 KEY: Final = "langgraph"  # the commit metadata holding a checkpoint's own fields
-FORKS: Final = "/+fork/"  # <branch>/+fork/<checkpoint id>: a line the branch left
+FORKS: Final = "/+fork/"  # <branch>/+fork/<short commit id>: a line the branch left
 WRITES: Final = "/+writes"  # <branch>/+writes: the pending writes of the branch's checkpoints
 _REWRITE: Final = "/+rewrite"  # a scratch branch while lines are rewritten
 _MAX_WRITE_STATES = 16
@@ -281,7 +281,8 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                         entries[at[(task_id, idx)]] = entry
                 entries.sort(key=lambda e: writes_sort_key(e[3], e[0], e[4]))
                 try:
-                    self._snapshot_writes(state, checkpoint_id, entries, thread_id)
+                    self._snapshot_writes(state, checkpoint_id, entries, thread_id,
+                                          f"writes to {', '.join(sorted({str(c) for c, _ in writes}))}")
                     return
                 except RefConflictError:
                     if attempt == 2:
@@ -481,8 +482,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             with repo.deferred():
                 tip_commit = repo.get_commit(tip, walking=True)
                 if not self._reaches(parent, tip_commit):  # the line the branch leaves keeps a branch
-                    left = _checkpoint_id(tip_commit) or tip.hex
-                    repo.branch(branch + FORKS + thread_branch(left), at=tip, force=True)
+                    repo.branch(branch + FORKS + tip.short, at=tip, force=True)
                 if parent is not None:
                     for ref, head in self._heads(branch).items():
                         if head == parent.id and ref != HEADS + branch:  # the new line continues a fork
@@ -543,11 +543,12 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             del self._write_states[next(iter(self._write_states))]
         return state
 
-    def _snapshot_writes(self, state: State, checkpoint_id: str, entries: list[list[Any]], thread_id: str) -> None:
+    def _snapshot_writes(self, state: State, checkpoint_id: str, entries: list[list[Any]], thread_id: str,
+                         message: str) -> None:
         state.set((checkpoint_id,), entries)
         while True:
             try:
-                state.snapshot(message=f"writes of checkpoint {checkpoint_id}")
+                state.snapshot(message=message)
                 return
             except UnsupportedValueError as exc:
                 steps = top_key(exc)
@@ -598,7 +599,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 return
             repo.branch(branch, at=leaves[0].id)
             for leaf in leaves[1:]:
-                repo.branch(branch + FORKS + thread_branch(_checkpoint_id(leaf) or leaf.id.hex), at=leaf.id)
+                repo.branch(branch + FORKS + leaf.id.short, at=leaf.id)
             state = self._writes_state(branch)
             gone = [checkpoint_id for checkpoint_id in dropped if checkpoint_id in state]
             if gone:
