@@ -180,6 +180,8 @@ EXPECTED_CHECKS = {
     "long-list": ["snapshot['events'][10000]", SAME_TREE],
     "deep-history": ["main~150 resolves to commit 49", "main~150 checks out to the state committed then"],
     "branching": ["each of the 3 branches checks out equal", "InMemorySaver: each of 3 threads"],
+    "langgraph": ["get_state_history lists 22 checkpoints", "the history is newest first, steps 20 to -1",
+                  "the thread's branch holds the graph's channels", "SqliteSaver + DeltaChannel: the latest state"],
 }
 
 
@@ -190,7 +192,7 @@ needs_peers = pytest.mark.skipif(not PEERS, reason="the LangGraph checkpointers 
 @pytest.fixture(scope="module")
 def sections() -> dict[str, Section]:
     """Every workload at the quick scale, in this process; peers where they are cheap."""
-    with_peers = {"growth", "branching"} if PEERS else set()
+    with_peers = {"growth", "branching", "langgraph"} if PEERS else set()
     return {
         name: suite.run_workload(name, QUICK, peers=name in with_peers, in_process=True)
         for name in suite.WORKLOADS
@@ -264,6 +266,15 @@ def test_workload_shows_plain_and_state_commits_side_by_side(sections, name: str
 def test_branching_compares_every_system(sections) -> None:
     forks = sections["branching"].tables()[0]
     assert [row[0] for row in forks.rows] == ["snapvc", "LangGraph SqliteSaver", "LangGraph InMemorySaver", "git"]
+
+
+@needs_peers
+def test_langgraph_compares_snapvc_saver_with_sqlite_saver_and_delta_channel(sections) -> None:
+    savers = sections["langgraph"].tables()[0]
+    assert [row[0] for row in savers.rows] == [
+        "SnapvcSaver", "SqliteSaver", "SqliteSaver + DeltaChannel",
+        "SnapvcSaver / SqliteSaver", "SnapvcSaver / SqliteSaver + DeltaChannel"]
+    assert all("22 checkpoints" in row[5] for row in savers.rows[:3])
 
 
 def test_summary_and_page_hold_every_section(sections) -> None:

@@ -1,0 +1,317 @@
+"""SnapvcSaver: LangGraph's conformance suite, real StateGraphs on it, and the thread as
+snapvc sees it (the API and the ``snapvc`` command)."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES, EXTENDED_CAPABILITIES
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import Command, Send, interrupt
+
+import snapvc
+from snapvc.integrations.langgraph import SnapvcSaver
+from snapvc.integrations.langgraph.saver import KEY
+from snapvc.integrations.langgraph.values import SERIALIZED
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# --- LangGraph's conformance suite -----------------------------------------------------
+
+
+def _conformance(location: Any) -> Any:
+    @checkpointer_test(name="SnapvcSaver")
+    async def saver() -> AsyncIterator[SnapvcSaver]:
+        with SnapvcSaver(location()) as made:
+            yield made
+
+    return asyncio.run(validate(saver))
+
+
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_langgraph_conformance_suite_passes_every_base_and_extended_test(where: str, tmp_path: Path) -> None:
+    files = iter(range(100))
+    report = _conformance((lambda: tmp_path / f"c{next(files)}.snapvc") if where == "file" else (lambda: "memory://"))
+    results = report.results
+    assert {cap.value for cap in BASE_CAPABILITIES | EXTENDED_CAPABILITIES} == set(results)
+    failures = {cap: r.failures for cap, r in results.items() if not r.passed}
+    assert failures == {}
+    assert report.passed_all_base() and report.passed_all()
+    assert sum(r.tests_passed for r in results.values()) == 81  # langgraph-checkpoint-conformance 0.0.2
+    assert sum(r.tests_failed for r in results.values()) == 0
+
+
+# --- graphs ----------------------------------------------------------------------------
+
+
+class Chat(TypedDict):
+    messages: Annotated[list, add_messages]
+    notes: dict
+
+
+def _reply(state: Chat) -> dict[str, Any]:
+    n = len(state["messages"])
+    return {"messages": [AIMessage(content=f"reply {n}", id=f"ai-{n}")], "notes": {"turns": n}}
+
+
+def _chat_graph(saver: SnapvcSaver) -> Any:
+    builder = StateGraph(Chat)
+    builder.add_node("reply", _reply)
+    builder.add_edge(START, "reply")
+    builder.add_edge("reply", END)
+    return builder.compile(checkpointer=saver)
+
+
+def _said(text: str, n: int) -> dict[str, Any]:
+    return {"messages": [HumanMessage(content=text, id=f"human-{n}")]}
+
+
+def test_a_chat_keeps_langchain_messages_exactly_and_reopens(tmp_path: Path) -> None:
+    path = tmp_path / "chat.snapvc"
+    config = {"configurable": {"thread_id": "chat 1/a"}}  # escaped into a branch name
+    with SnapvcSaver(path) as saver:
+        graph = _chat_graph(saver)
+        graph.invoke({**_said("hi", 0), "notes": {}}, config)
+        graph.invoke(_said("again", 2), config)
+        state = graph.get_state(config)
+        values = state.values
+        assert [type(m) for m in values["messages"]] == [HumanMessage, AIMessage, HumanMessage, AIMessage]
+        assert values["messages"][3] == AIMessage(content="reply 3", id="ai-3")
+        assert values["notes"] == {"turns": 3}
+        assert [s.metadata["step"] for s in graph.get_state_history(config)] == [4, 3, 2, 1, 0, -1]
+        assert sorted(saver.repo.branches()) == ["chat%201%2Fa", "chat%201%2Fa/+writes"]
+    with SnapvcSaver.from_conn_string(path) as again:  # another process would see the same
+        reopened = _chat_graph(again).get_state(config)
+        assert reopened.values == values and reopened.config == state.config
+
+
+def test_time_travel_and_a_fork_keep_both_lines(tmp_path: Path) -> None:
+    with SnapvcSaver(tmp_path / "fork.snapvc") as saver:
+        graph = _chat_graph(saver)
+        config = {"configurable": {"thread_id": "t"}}
+        graph.invoke({**_said("one", 0), "notes": {}}, config)
+        graph.invoke(_said("two", 2), config)
+        first = next(s for s in graph.get_state_history(config) if s.metadata["step"] == 1)
+        assert len(first.values["messages"]) == 2
+
+        forked = graph.update_state(first.config, {"notes": {"forked": True}})
+        graph.invoke(_said("three", 2), forked)
+        latest = graph.get_state(config)
+        assert [m.content for m in latest.values["messages"]] == ["one", "reply 1", "three", "reply 3"]
+        assert latest.values["notes"] == {"turns": 3}
+
+        repo = saver.repo
+        (fork,) = [b for b in repo.branches() if b.startswith("t/+fork/")]
+        abandoned = [c.metadata["step"] for c in repo.log(fork)]
+        assert abandoned == [4, 3, 2, 1, 0, -1]  # the line before the fork, whole
+        assert [c.metadata["source"] for c in repo.log("t")] == ["loop", "loop", "input", "update", "loop", "loop",
+                                                                 "input"]
+        # Every checkpoint of both lines is listed, newest first by checkpoint id.
+        ids = [s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(config)]
+        assert len(ids) == 10 and ids == sorted(ids, reverse=True)
+
+        # Running on from the end of the old line makes it the thread's line again.
+        old_tip = next(s for s in graph.get_state_history(config) if s.metadata["step"] == 4
+                       and s.values["notes"] == {"turns": 3} and s.values["messages"][2].content == "two")
+        graph.invoke(_said("four", 4), old_tip.config)
+        assert [m.content for m in graph.get_state(config).values["messages"]][-2:] == ["four", "reply 5"]
+        (other,) = [b for b in repo.branches() if "+fork" in b]  # now the line of the fork is the one left
+        assert other != fork and [c.metadata["source"] for c in repo.log(other)][:3] == ["loop", "loop", "input"]
+
+
+def test_an_interrupt_and_its_resume_go_through_the_pending_writes(tmp_path: Path) -> None:
+    class Review(TypedDict):
+        draft: str
+        verdict: str
+
+    def ask(state: Review) -> dict[str, Any]:
+        return {"verdict": interrupt({"question": f"approve {state['draft']!r}?"})}
+
+    builder = StateGraph(Review)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    with SnapvcSaver(tmp_path / "review.snapvc") as saver:
+        graph = builder.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "review"}}
+        out = graph.invoke({"draft": "v1", "verdict": ""}, config)
+        assert out["__interrupt__"][0].value == {"question": "approve 'v1'?"}
+        waiting = saver.get_tuple(config)
+        assert [w[1] for w in waiting.pending_writes] == ["__interrupt__"]
+        assert graph.invoke(Command(resume="yes"), config) == {"draft": "v1", "verdict": "yes"}
+
+
+def test_values_snapvc_cannot_store_go_through_the_serializer_and_never_pickle(tmp_path: Path) -> None:
+    class Fan(TypedDict):
+        tags: set
+        done: Annotated[list, operator.add]
+
+    def start(state: Fan) -> dict[str, Any]:
+        return {"tags": state["tags"] | {"started"}}
+
+    builder = StateGraph(Fan)
+    builder.add_node("start", start)
+    builder.add_node("work", lambda arg: {"done": [arg["i"]]})
+    builder.add_edge(START, "start")
+    builder.add_conditional_edges("start", lambda s: [Send("work", {"i": i}) for i in range(3)], ["work"])
+    builder.add_edge("work", END)
+    with SnapvcSaver(tmp_path / "fan.snapvc") as saver:
+        graph = builder.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "fan"}}
+        assert graph.invoke({"tags": {"new"}, "done": []}, config) == {"tags": {"new", "started"}, "done": [0, 1, 2]}
+        stored = saver.repo.checkout("fan")
+        assert stored["done"] == [0, 1, 2]  # a list: stored as itself
+        assert set(stored["tags"]) == {SERIALIZED, "data"} and isinstance(stored["tags"]["data"], bytes)
+
+        class Opaque:
+            pass
+
+        tip = saver.repo.resolve("fan")
+        with pytest.raises(snapvc.UnsupportedValueError, match=r"thread 'fan', checkpoint .*'tags'.*Opaque"):
+            graph.update_state(config, {"tags": Opaque()})
+        assert saver.repo.resolve("fan") == tip  # nothing written
+    with pytest.raises(ValueError, match="never pickles"):
+        SnapvcSaver("memory://", serde=JsonPlusSerializer(pickle_fallback=True))
+
+
+def test_the_async_api_runs_a_graph(tmp_path: Path) -> None:
+    async def main() -> tuple[Any, list[Any]]:
+        async with SnapvcSaver(tmp_path / "async.snapvc") as saver:
+            graph = _chat_graph(saver)
+            config = {"configurable": {"thread_id": "a"}}
+            await graph.ainvoke({**_said("hi", 0), "notes": {}}, config)
+            await graph.ainvoke(_said("again", 2), config)
+            return await graph.aget_state(config), [s async for s in graph.aget_state_history(config)]
+
+    latest, history = asyncio.run(main())
+    assert [m.content for m in latest.values["messages"]] == ["hi", "reply 1", "again", "reply 3"]
+    assert len(history) == 6
+
+
+# --- what a put stores and what a listing shares ----------------------------------------
+
+
+def _checkpoint(n: int, values: dict[str, Any], versions: dict[str, int]) -> dict[str, Any]:
+    return {"v": 4, "id": f"1f000000-0000-6000-8000-{n:012d}", "ts": f"2026-01-01T00:00:{n:02d}+00:00",
+            "channel_values": values, "channel_versions": versions, "versions_seen": {}, "updated_channels": None}
+
+
+def test_a_put_stores_what_changed_not_the_whole_history(tmp_path: Path) -> None:
+    saver = SnapvcSaver(tmp_path / "cost.snapvc")
+    messages = [{"role": "user", "content": f"message {i} " + "words " * 40} for i in range(2000)]
+    config = {"configurable": {"thread_id": "long", "checkpoint_ns": ""}}
+    config = saver.put(config, _checkpoint(1, {"messages": messages, "plan": "x"}, {"messages": 1, "plan": 1}),
+                       {"source": "loop", "step": 1}, {"messages": 1, "plan": 1})
+    store = saver.repo.store
+    before = set(store.iter_ids())
+    grown = messages + [{"role": "assistant", "content": "one more"}]  # a new list, as an add reducer makes
+    saver.put(config, _checkpoint(2, {"messages": grown, "plan": "x"}, {"messages": 2, "plan": 1}),
+              {"source": "loop", "step": 2}, {"messages": 2})
+    new = set(store.iter_ids()) - before
+    assert 0 < len(new) <= 6  # the last leaf, the spine above it, the root
+    assert saver.get_tuple(config | {"configurable": {"thread_id": "long", "checkpoint_ns": ""}}).checkpoint[
+        "channel_values"]["messages"] == grown
+    saver.close()
+
+
+def test_a_listing_shares_unchanged_values_between_its_checkpoints_never_between_calls(tmp_path: Path) -> None:
+    with SnapvcSaver(tmp_path / "share.snapvc") as saver:
+        config = {"configurable": {"thread_id": "s", "checkpoint_ns": ""}}
+        history: list[dict[str, Any]] = []
+        for n in range(1, 200):  # a history of many leaves
+            history = history + [{"role": "user", "content": f"turn {n} " + "words " * 20}]
+            config = saver.put(config, _checkpoint(n, {"messages": history}, {"messages": n}), {"step": n},
+                               {"messages": n})
+        newest, older, *_ = list(saver.list(config | {"configurable": {"thread_id": "s"}}))
+        a, b = newest.checkpoint["channel_values"]["messages"], older.checkpoint["channel_values"]["messages"]
+        assert a is not b and a[0] is b[0]  # the same message object in both: its leaf was read once
+        a[0]["content"] = "changed by the caller"
+        again = saver.get_tuple(newest.config).checkpoint["channel_values"]["messages"]
+        assert again[0]["content"].startswith("turn 1 ") and again == history
+
+
+# --- the thread in snapvc ----------------------------------------------------------------
+
+
+def test_snapvc_reads_a_thread_as_branches_and_commits(tmp_path: Path) -> None:
+    with SnapvcSaver(tmp_path / "api.snapvc") as saver:
+        graph = _chat_graph(saver)
+        config = {"configurable": {"thread_id": "run-1"}}
+        graph.invoke({**_said("hi", 0), "notes": {}}, config)
+        saver.put({"configurable": {"thread_id": "run-1", "checkpoint_ns": "child:1"}},
+                  _checkpoint(1, {"x": 1}, {"x": 1}), {"step": 0, "source": "loop"}, {"x": 1})
+        repo = saver.repo
+        assert [(t.id, t.namespace) for t in repo.threads()] == [("run-1", ""), ("run-1", "child:1")]
+        (step1,) = repo.log("run-1", where={"step": 1})
+        assert step1.message == "loop step 1" and step1.metadata[KEY]["id"] == graph.get_state(config).config[
+            "configurable"]["checkpoint_id"]
+        assert [str(c) for c in repo.diff("run-1~1", "run-1", paths="notes")] == ["+ notes.turns: 1"]
+        repo.checkout("run-1")  # HEAD moves to the thread's branch, as `snapvc checkout run-1` does
+        saver.delete_thread("run-1")
+        assert repo.branches() == {} and repo.head == "main"
+        assert graph.get_state(config).values == {}
+
+
+def test_bad_input_gets_errors_that_name_what_was_wrong(tmp_path: Path) -> None:
+    with SnapvcSaver("memory://") as saver:
+        with pytest.raises(ValueError, match="thread_id"):
+            saver.get_tuple({"configurable": {}})
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        with pytest.raises(ValueError, match=r"thread 't', checkpoint .*'langgraph'"):
+            saver.put(config, _checkpoint(1, {}, {}), {"langgraph": 1}, {})
+        with pytest.raises(ValueError, match=r"thread 't', checkpoint .*metadata must be JSON"):
+            saver.put(config, _checkpoint(1, {}, {}), {"when": object()}, {})
+        stored = saver.put(config, _checkpoint(1, {}, {}), {"step": 0}, {})
+        with pytest.raises(ValueError, match="already stored"):
+            saver.put(stored, _checkpoint(1, {}, {}), {"step": 1}, {})
+        with pytest.raises(ValueError, match="names no checkpoint_id"):
+            saver.put_writes(config, [("ch", 1)], "task")
+        saver.copy_thread("t", "u")
+        with pytest.raises(ValueError, match=r"cannot copy thread 't' to 'u': the target already has checkpoints"):
+            saver.copy_thread("t", "u")
+        with pytest.raises(ValueError, match="strategy must be 'keep_latest' or 'delete', got 'all'"):
+            saver.prune(["t"], strategy="all")
+
+
+# --- the command line on a LangGraph thread, and the page that shows it ----------------
+
+
+def _page() -> tuple[str, list[str]]:
+    text = (ROOT / "docs" / "langgraph.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", text, re.S)
+    (shell,) = re.findall(r"```bash\n(.*?)```", text, re.S)
+    commands = [line.split("#")[0].strip() for line in shell.splitlines() if line.strip()]
+    return code, commands
+
+
+def test_the_page_runs_and_its_snapvc_commands_read_the_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code, commands = _page()
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "docs/langgraph.md", "exec", dont_inherit=True), {"__name__": "langgraph_page"})
+    assert commands == ["snapvc log --graph", "snapvc diff chat-1~2 chat-1", "snapvc checkout chat-1 --path messages"]
+    out = {}
+    for command in commands:
+        done = subprocess.run([sys.executable, "-m", "snapvc", *command.split()[1:]], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=60, env={"SNAPVC_CEILING_DIRECTORIES": str(tmp_path.parent),
+                                                          "PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
+        assert done.returncode in (0, 1), (command, done.stderr)  # diff exits 1: there are differences
+        out[command.split()[1]] = done.stdout
+    graph = out["log"]
+    assert "(chat-1) loop step 4" in graph and "(chat-1/+writes) writes to" in graph
+    assert re.search(r"\(chat-1/\+fork/[0-9a-f]{12}\) loop step 3", graph)
+    assert "update step 2" in graph and "input step -1" in graph
+    assert "+ [3]: {'content': 'thought 3', 'role': 'assistant'}" in out["diff"]
+    assert "~ plan: 'by train' → 'step 3'" in out["diff"]
+    assert '"content": "thought 3"' in out["checkout"]
