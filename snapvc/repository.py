@@ -268,6 +268,7 @@ class Repository:
         *,
         author: str | None = None,
         parents: tuple[str | ObjectId, ...] | None = None,
+        date: datetime | None = None,
         _dirty_paths: Iterable[tuple[Any, ...]] | None = None,
         _objects: Mapping[ObjectId, bytes] | None = None,
     ) -> Commit:
@@ -279,20 +280,40 @@ class Repository:
         ``parents=()``). Raises ``RefConflictError`` if the branch is not where this commit
         expects it, e.g. because another writer moved it meanwhile: re-read and retry.
         Unchanged parts of a state that holds the same Python objects as the last commit
-        on the branch are not encoded again.
+        on the branch are not encoded again. ``date`` (an aware datetime) is the commit's
+        time instead of now (the repository's clock), for history brought from elsewhere.
 
         ``_dirty_paths`` is ``State``'s promise that nothing outside those paths changed
         since its last commit (see ``Encoder.encode_root``); it is trusted, not checked.
         ``_objects`` are objects the state refers to that were built outside the encoder
         (a merge's spliced trees): they are written with the commit, in its transaction.
         """
+        return self._write_commit(state, self._branch_ref(branch), message, metadata, author, parents, date,
+                                  _dirty_paths, _objects)
+
+    def commit_tree(self, state: Mapping[str, Any], parents: Sequence[str | ObjectId] = (), message: str = "",
+                    metadata: dict[str, Any] | None = None, *, author: str | None = None,
+                    date: datetime | None = None) -> Commit:
+        """Store ``state`` as a commit with ``parents`` without moving any ref (as
+        ``git commit-tree``): for building history first and pointing branches at it
+        after, as an import does. The commit is reachable once a ref points at it (or
+        at a descendant); until then gc may remove it after its grace period."""
+        return self._write_commit(state, None, message, metadata, author, tuple(parents), date, None, None)
+
+    def _write_commit(self, state: Mapping[str, Any], ref: str | None, message: str, metadata: dict[str, Any] | None,
+                      author: str | None, parents: tuple[str | ObjectId, ...] | None, date: datetime | None,
+                      dirty_paths: Iterable[tuple[Any, ...]] | None,
+                      extra_objects: Mapping[ObjectId, bytes] | None) -> Commit:
+        """``commit`` and ``commit_tree``: the commit on ``ref`` (moved by compare-and-swap),
+        or on no ref when ``ref`` is None."""
         self._require_open()
         if isinstance(state, MapView):
             state = state.to_dict()
-        ref = self._branch_ref(branch)
+        if date is not None and (not isinstance(date, datetime) or date.tzinfo is None):
+            raise TypeError(f"date is an aware datetime (with a time zone), not {date!r}")
         with self._write_lock:
-            tip = self.refs.get(ref)
-            cache = self._encode_cache(ref)
+            tip = self.refs.get(ref) if ref is not None else None
+            cache = self._encode_cache(ref if ref is not None else "")
             encoder = Encoder(cache, self.loader)
             try:
                 if parents is None:
@@ -300,22 +321,23 @@ class Repository:
                 else:
                     parents = tuple(self.resolve(p) for p in parents)
                 expected = parents[0] if parents else None
-                if expected != tip:  # the caller built on a tip that has moved since
+                if ref is not None and expected != tip:  # the caller built on a tip that has moved since
                     raise RefConflictError(ref, expected, tip)
-                tree = encoder.encode_root(state, _dirty_paths)
+                tree = encoder.encode_root(state, dirty_paths)
                 generation = 1 + max((self.get_commit(p).generation for p in parents), default=0)
-                commit, commit_bytes = Commit.create(
+                commit, _ = Commit.create(
                     tree=tree,
                     parents=tuple(parents),
                     author=author or self.author,
-                    timestamp_us=int(self.clock() * 1_000_000),
+                    timestamp_us=(int(self.clock() * 1_000_000) if date is None
+                                  else (date - _EPOCH) // timedelta(microseconds=1)),
                     message=message,
                     metadata=metadata,
                     generation=generation,
                 )
                 objects = encoder.objects  # the commit itself is kept by the commit index
-                if _objects:
-                    objects = {**_objects, **objects}
+                if extra_objects:
+                    objects = {**extra_objects, **objects}
                 # Re-putting an object only refreshes its age, but costs compression:
                 # skip the ones already stored when a commit brings many objects.
                 present = self.store.has_many(list(objects)) if len(objects) > 16 else set()
@@ -324,7 +346,7 @@ class Repository:
                                         encoder.bases)
                     self.commits.add(commit)
                     reason = f"commit: {message.splitlines()[0] if message else '(no message)'}"
-                    if not self.refs.compare_and_swap(ref, expected, commit.id, reason):
+                    if ref is not None and not self.refs.compare_and_swap(ref, expected, commit.id, reason):
                         raise RefConflictError(ref, expected, self.refs.get(ref))
             except BaseException:
                 cache.discard()

@@ -27,7 +27,7 @@ REPOSITORY_METHODS = {
     "commit", "checkout", "snapshot", "branch", "branches", "tag", "tags", "delete_branch", "delete_tag", "reset",
     "switch", "reflog", "log", "history", "diff", "resolve", "get_commit", "stats", "close", "state",
     "merge", "merge_base", "revert", "cherry_pick",
-    "branch_stats", "versions", "thread", "threads", "session", "delete_thread", "checkpoint", "durability", "deferred",
+    "branch_stats", "commit_tree", "versions", "thread", "threads", "session", "delete_thread", "checkpoint", "durability", "deferred",
 }
 
 STATE_METHODS = {
