@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import snapvc
 from benchmarks.measure import (
     PartResult,
     Scale,
@@ -197,7 +198,8 @@ def _run(part: str, scale: Scale, seed: int, folder: Path, say: Callable[[str], 
     graph_builder = build_graph(run_, steps, delta=part == "delta")
     path = folder / ("graph.snapvc" if part == "snapvc" else "graph.sqlite")
     if part == "snapvc":
-        saver: Any = _timed(SnapvcSaver)(str(path))
+        repo = snapvc.open(str(path))  # measure_store measures and closes it
+        saver: Any = _timed(SnapvcSaver)(repo)
     else:
         conn = sqlite3.connect(str(path), check_same_thread=False)
         saver = _timed(SqliteSaver)(conn)
@@ -224,12 +226,10 @@ def _run(part: str, scale: Scale, seed: int, folder: Path, say: Callable[[str], 
     figures = None
     branches: list[str] = []
     if part == "snapvc":
-        repo = saver.repo
         branches = sorted(repo.branches())
         want = dict(saver.get_tuple(config).checkpoint["channel_values"])
         check({k: want[k] for k in expected} == expected, checks,
               f"{name}: the thread's branch holds the graph's channels, equal to the state in memory")  # fmt: skip
-        saver._owns = False  # measure_store closes the repository
         saver.close()
         figures = measure_store(repo, path, THREAD, want, ("messages", len(expected["messages"]) - 1), put_times,
                                 checks, scale.repeats, commits=steps + 2)  # fmt: skip

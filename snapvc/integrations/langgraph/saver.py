@@ -42,7 +42,6 @@ import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, TypeVar
@@ -138,7 +137,6 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         self._write_states: dict[str, State] = {}
         self._wrapped: dict[tuple[str, str], type] = {}  # (branch, channel) -> the type last serialized
         self._executor: ThreadPoolExecutor | None = None
-        self._stack = ExitStack()
 
     @classmethod
     def from_conn_string(cls, location: str | os.PathLike[str], *, serde: SerializerProtocol | None = None) -> SnapvcSaver:
