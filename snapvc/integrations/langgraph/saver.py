@@ -16,9 +16,10 @@ versions, versions seen        metadata (``source``, ``step``, ``run_id`` …) s
 parent checkpoint              the commit's parent
 a fork (``update_state`` or a  the branch moves to the new line; the line it leaves
 put on an earlier checkpoint)  keeps a branch ``<branch>/+fork/<its head's short id>``
-pending writes                 the branch ``<branch>/+writes``: one map, checkpoint id
-                               -> its writes ``[task_id, channel, value, task_path,
-                               idx]``, a commit per ``put_writes``
+pending writes                 the branch ``<branch>/+writes``: ``{"writes": {checkpoint
+                               id: its writes}, "latest": the writes last put}``, a
+                               write ``[task_id, channel, value, task_path, idx]``; a
+                               commit per ``put_writes``
 =============================  =========================================================
 
 The latest checkpoint of a thread is its branch's tip: the last one put (``repo.reset``
@@ -77,6 +78,8 @@ KEY: Final = "langgraph"  # the commit metadata holding a checkpoint's own field
 FORKS: Final = "/+fork/"  # <branch>/+fork/<short commit id>: a line the branch left
 WRITES: Final = "/+writes"  # <branch>/+writes: the pending writes of the branch's checkpoints
 _REWRITE: Final = "/+rewrite"  # a scratch branch while lines are rewritten
+_PAST: Final = "writes"  # in the writes branch's state: checkpoint id -> its writes
+_LATEST: Final = "latest"  # ... and the writes last put, again (sorts before "writes")
 _MAX_WRITE_STATES = 16
 
 T = TypeVar("T")
@@ -266,21 +269,27 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         # in the background): the writes are kept by checkpoint id, whether it is stored yet or not.
         with self._lock:
             for attempt in (1, 2):
-                state = self._writes_state(branch)
-                entries = [list(e) for e in state.get((checkpoint_id,), None) or []]
-                at = {(e[0], e[4]): i for i, e in enumerate(entries)}
+                stored = self._stored_writes(branch, checkpoint_id)
+                at = {(e[0], e[4]): i for i, e in enumerate(stored)}
+                new: list[list[Any]] = []
+                replaced: dict[int, list[Any]] = {}
                 for i, (channel, value) in enumerate(writes):
                     idx = WRITES_IDX_MAP.get(channel, i)
                     entry = [task_id, channel, value, task_path, idx]
                     if (task_id, idx) not in at:
-                        at[(task_id, idx)] = len(entries)
-                        entries.append(entry)
-                    elif idx < 0:
-                        entries[at[(task_id, idx)]] = entry
-                entries.sort(key=lambda e: writes_sort_key(e[3], e[0], e[4]))
+                        at[(task_id, idx)] = len(stored) + len(new)
+                        new.append(entry)
+                    elif idx < 0:  # an error, interrupt or resume replaces the one before
+                        where = at[(task_id, idx)]
+                        if where < len(stored):
+                            replaced[where] = entry
+                        else:
+                            new[where - len(stored)] = entry
+                if not new and not replaced:
+                    return
+                message = f"writes to {', '.join(sorted({str(e[1]) for e in (*new, *replaced.values())}))}"
                 try:
-                    self._snapshot_writes(state, checkpoint_id, entries, thread_id,
-                                          f"writes to {', '.join(sorted({str(c) for c, _ in writes}))}")
+                    self._snapshot_writes(branch, checkpoint_id, stored, new, replaced, thread_id, message)
                     return
                 except RefConflictError:
                     if attempt == 2:
@@ -541,23 +550,49 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             del self._write_states[next(iter(self._write_states))]
         return state
 
-    def _snapshot_writes(self, state: State, checkpoint_id: str, entries: list[list[Any]], thread_id: str,
-                         message: str) -> None:
-        state.set((checkpoint_id,), entries)
-        while True:
-            try:
-                state.snapshot(message=message)
-                return
-            except UnsupportedValueError as exc:
-                steps = top_key(exc)
-                if len(steps) < 3 or steps[0] != checkpoint_id or steps[2] != 2:
-                    raise
-                entry = entries[steps[1]]
-                if is_serialized(entry[2]):
-                    raise
-                entry[2] = self._serialize(entry[2], f"thread {thread_id!r}, checkpoint {checkpoint_id}: the write "
-                                                     f"to {entry[1]!r} of task {entry[0]}")
-                state.set((checkpoint_id,), entries)
+    def _stored_writes(self, branch: str, checkpoint_id: str) -> list[list[Any]]:
+        """The writes kept for a checkpoint, as committed (not handed out by the working
+        copy, which would then watch them at every snapshot)."""
+        tree = self._writes_tree(branch)
+        if tree is None:
+            return []
+        found = Reader(self.repo.loader).lookup_path(tree, (_PAST, checkpoint_id))
+        return [] if found is MISSING else found
+
+    def _snapshot_writes(self, branch: str, checkpoint_id: str, stored: list[list[Any]], new: list[list[Any]],
+                         replaced: dict[int, list[Any]], thread_id: str, message: str) -> None:
+        """Commit the writes: new ones appended (copies: nothing stays watched), replaced
+        ones set; the checkpoint's writes again under ``"latest"``, the same object, so each
+        step's writes are stored as a delta of the step before's."""
+        state = self._writes_state(branch)
+        try:
+            for i, entry in replaced.items():
+                state.set((_PAST, checkpoint_id, i), entry)
+            state.extend((_PAST, checkpoint_id), new)
+            everything = [replaced.get(i, entry) for i, entry in enumerate(stored)] + new
+            state.set((_LATEST,), [list(e) for e in everything])
+            while True:
+                try:
+                    state.snapshot(message=message)
+                    return
+                except UnsupportedValueError as exc:
+                    steps = top_key(exc)
+                    if steps[:2] == (_PAST, checkpoint_id):
+                        steps = steps[1:]  # (checkpoint id, i, 2, ...) like (latest, i, 2, ...)
+                    elif steps[:1] != (_LATEST,):
+                        raise
+                    if len(steps) < 3 or steps[2] != 2 or is_serialized(everything[steps[1]][2]):
+                        raise
+                    i = steps[1]
+                    entry = everything[i]
+                    wrapped = self._serialize(entry[2], f"thread {thread_id!r}, checkpoint {checkpoint_id}: the write "
+                                                        f"to {entry[1]!r} of task {entry[0]}")
+                    entry[2] = wrapped
+                    state.set((_LATEST, i, 2), wrapped)
+                    state.set((_PAST, checkpoint_id, i, 2), wrapped)
+        except BaseException:
+            self._write_states.pop(branch, None)  # nothing half-made stays in the working copy
+            raise
 
     def _writes_tree(self, branch: str) -> ObjectId | None:
         tip = self.repo.refs.get(HEADS + branch + WRITES)
@@ -598,11 +633,13 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             repo.branch(branch, at=leaves[0].id)
             for leaf in leaves[1:]:
                 repo.branch(branch + FORKS + leaf.id.short, at=leaf.id)
-            state = self._writes_state(branch)
-            gone = [checkpoint_id for checkpoint_id in dropped if checkpoint_id in state]
+            gone = [checkpoint_id for checkpoint_id in dropped if self._stored_writes(branch, checkpoint_id)]
             if gone:
+                state = self._writes_state(branch)
                 for checkpoint_id in gone:
-                    state.delete((checkpoint_id,))
+                    state.delete((_PAST, checkpoint_id))
+                if _LATEST in state:
+                    state.delete((_LATEST,))  # they may be one of them
                 state.snapshot(message=f"drop the writes of {len(gone)} deleted checkpoint(s)")
 
     def _recommit(self, branch: str, commit: Commit, parent: ObjectId | None) -> Commit:
@@ -631,8 +668,9 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                            "channel_values": values, **section}
         pending: list[tuple[str, str, Any]] = []
         if writes_tree is not None:
-            entries = reader.lookup(writes_tree, checkpoint_id)
+            entries = reader.lookup_path(writes_tree, (_PAST, checkpoint_id))
             if entries is not MISSING:
+                entries = sorted(entries, key=lambda e: writes_sort_key(e[3], e[0], e[4]))
                 pending = [(e[0], e[1], decode(e[2], serde)) for e in entries]
         parent_config = None
         if commit.parent is not None:

@@ -137,18 +137,28 @@ class Reader:
         self._built[oid] = built
         return built
 
-    def lookup(self, oid: bytes, key: str) -> Any:
-        """The value at ``key`` of the stored map ``oid``, or ``MISSING``: reads only its path."""
-        node = self.node(oid)[1]
-        while node[1] > 0:
-            i = bisect_right(node[2], key) - 1
-            if i < 0:
+    def lookup_path(self, oid: bytes, keys: tuple[str, ...]) -> Any:
+        """The value at ``keys`` (map keys, one per level) below the stored map ``oid``, or
+        ``MISSING``: reads only the nodes on its path."""
+        value: Any = None
+        for depth, key in enumerate(keys):
+            node = self.node(oid)[1]
+            while node[1] > 0:
+                i = bisect_right(node[2], key) - 1
+                if i < 0:
+                    return MISSING
+                node = self.node(node[3][i])[1]
+            if key not in node[2]:
                 return MISSING
-            node = self.node(node[3][i])[1]
-        if key not in node[2]:
-            return MISSING
-        value = node[2][key]
-        return self.value(value) if key in node[3] else value
+            if key not in node[3]:
+                value = node[2][key]
+                for inner in keys[depth + 1:]:  # an inline value: the rest of the path is in it
+                    if type(value) is not dict or inner not in value:
+                        return MISSING
+                    value = value[inner]
+                return value
+            oid = node[2][key]
+        return self.value(oid)
 
     def _map_items(self, node: list[Any]) -> list[tuple[str, Any]]:
         if node[1] == 0:
