@@ -34,6 +34,7 @@ from snapvc.errors import (
     ObjectError,
     ObjectNotFoundError,
     PatchError,
+    GitError,
     PathError,
     RefConflictError,
     RefError,
@@ -54,7 +55,8 @@ from snapvc.merge import ABSENT, Conflict, MergeResult, merge_values
 from snapvc.objects import Commit
 from snapvc.patch import DiffStat, apply_changes, apply_patch, diff_stat, to_json_patch
 from snapvc.refs.base import ReflogEntry
-from snapvc.repository import BranchStats, Repository, RepoStats, open
+from snapvc.git.results import ExportResult, ImportResult
+from snapvc.repository import BranchStats, Repository, RepoStats, import_git, open
 from snapvc.state import Checkpoint, State
 from snapvc.threads import Session, Thread, parse_thread_branch, thread_branch
 from snapvc.runner import END, Runner, Step
@@ -82,6 +84,9 @@ __all__ = [
     "ObjectId",
     "RepoStats",
     "BranchStats",
+    "import_git",
+    "ExportResult",
+    "ImportResult",
     "ReflogEntry",
     "State",
     "Checkpoint",
@@ -103,6 +108,7 @@ __all__ = [
     "UnknownTypeError",
     "PathError",
     "PatchError",
+    "GitError",
     "RepositoryError",
     "RepositoryNotFoundError",
     "NotARepositoryError",

@@ -5,6 +5,7 @@
     ├── UnknownTypeError             a stored typed value whose adapter is not registered
     ├── PathError                    a dotted path into a State that does not lead where asked
     ├── PatchError                   a JSON Patch operation that cannot be applied (names it)
+    ├── GitError                     a git repository snapvc cannot read or write, or a push refused
     ├── RepositoryError
     │   ├── RepositoryNotFoundError  no repository at that path (and creation not asked for)
     │   ├── NotARepositoryError      the file exists but is not a snapvc repository
@@ -36,6 +37,7 @@ __all__ = [
     "UnknownTypeError",
     "PathError",
     "PatchError",
+    "GitError",
     "RepositoryError",
     "RepositoryNotFoundError",
     "NotARepositoryError",
@@ -123,6 +125,11 @@ class PatchError(SnapvcError, ValueError):
 def _pointer(pointer: str | None) -> str:
     """A pointer as a message shows it: the whole document's (empty) one as ``""``."""
     return "?" if pointer is None else pointer or '""'
+
+
+class GitError(SnapvcError):
+    """A git repository that cannot be exported to or imported from (names its path),
+    or a git remote that refused or failed a push (names the remote and the refs)."""
 
 
 class RepositoryError(SnapvcError):

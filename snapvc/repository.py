@@ -35,6 +35,7 @@ from snapvc.errors import (
     RepositoryError,
     UnknownRevisionError,
 )
+from snapvc.git.results import ExportResult, ImportResult
 from snapvc.history import FieldVersions, HistoryEntry, PathProbe, path_changes, path_history, touches
 from snapvc.ids import ObjectId
 from snapvc.merge import MergeResult, Resolve, check_resolve, find_merge_base, merge_states
@@ -53,7 +54,7 @@ from snapvc.state import Checkpoint, State, StatePath, parse_path
 from snapvc.threads import SESSION_KEY, Session, Thread, parse_thread_branch, thread_branch
 from snapvc.store.codec import open_object_store
 
-__all__ = ["Repository", "RepoStats", "BranchStats", "open", "format_bytes", "DEFAULT_BRANCH"]
+__all__ = ["Repository", "RepoStats", "BranchStats", "open", "import_git", "format_bytes", "DEFAULT_BRANCH"]
 
 DEFAULT_BRANCH = "main"
 _MAX_BRANCH_CACHES = 8
@@ -798,6 +799,30 @@ class Repository:
                              _objects=done.objects)
         return MergeResult(commit, [], base_id, resolved=done.resolved)
 
+    # -- git ----------------------------------------------------------------------------
+
+    def export_git(self, path: str | os.PathLike[str], branches: Iterable[str] | None = None, *, bare: bool = True,
+                   push: str | None = None, force: bool = False,
+                   progress: Callable[[int, int], None] | None = None) -> ExportResult:
+        """Write the history of ``branches`` (default: all, and every tag) as a git
+        repository at ``path`` (bare, or with HEAD's files checked out when ``bare`` is
+        False), incrementally, and push it to the git remote ``push`` if given (``force``
+        for a non-fast-forward): see ``snapvc.git``. The same history always gives the
+        same git commit ids. ``progress(done, total)`` hears of each commit written."""
+        from snapvc.git.export import export_git  # dulwich loads here, not with snapvc
+
+        self._require_open()
+        return export_git(self, path, branches, bare=bare, push=push, force=force, progress=progress)
+
+    def import_git(self, path: str | os.PathLike[str], branches: Iterable[str] | None = None) -> ImportResult:
+        """Read the history of a git repository's ``branches`` (default: all, and its
+        tags) into this repository, and point branches and tags of the same names at
+        it: see ``snapvc.git``. An exported history comes back to the same commit ids."""
+        from snapvc.git.export import import_git  # dulwich loads here, not with snapvc
+
+        self._require_open()
+        return import_git(self, path, branches)
+
     # -- statistics ---------------------------------------------------------------------
 
     def stats(self) -> RepoStats:
@@ -925,3 +950,13 @@ def open(location: str | os.PathLike[str] = "agent.snapvc", *, create: bool = Tr
     """
     backend = open_backend(location, create=create, durability=durability, clock=clock)
     return Repository(backend, clock=clock or time.time, author=author)
+
+def import_git(path: str | os.PathLike[str], into: str | os.PathLike[str] | Repository = "agent.snapvc",
+               branches: Iterable[str] | None = None) -> ImportResult:
+    """Read a git repository's history into the snapvc repository ``into`` (a
+    ``Repository``, or a location opened, created if missing, and closed again): see
+    ``Repository.import_git``."""
+    if isinstance(into, Repository):
+        return into.import_git(path, branches)
+    with open(into) as repo:
+        return repo.import_git(path, branches)

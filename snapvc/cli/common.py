@@ -32,7 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import snapvc
 
-__all__ = ["Output", "commit_json", "find_repo", "open_repo", "parse_assignments", "parse_time", "progress",
+__all__ = ["Output", "commit_json", "find_repo", "open_repo", "parse_assignments", "parse_time", "progress", "progress_bar",
            "repo_command", "rev_completion", "state_path"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -139,18 +139,26 @@ def _run_pager(text: str) -> bool:
     return True
 
 
-def progress(items: Iterable[T], total: int, description: str) -> Iterator[T]:
-    """``items``, with a progress bar on stderr while stdout is a terminal (silent in
-    scripts and pipes)."""
+@contextmanager
+def progress_bar(description: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr while stdout is a terminal (silent in scripts and
+    pipes); yields ``update(done, total)`` for the work to report through."""
     if not (sys.stdout.isatty() and sys.stderr.isatty()):
-        yield from items
+        yield lambda done, total: None
         return
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(description, total=total)
-        for item in items:
+        task = bar.add_task(description, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def progress(items: Iterable[T], total: int, description: str) -> Iterator[T]:
+    """``items``, counted on a ``progress_bar``."""
+    with progress_bar(description) as update:
+        update(0, total)
+        for done, item in enumerate(items, 1):
             yield item
-            bar.advance(task)
+            update(done, total)
 
 
 def commit_json(c: snapvc.Commit, labels: Iterable[str] = ()) -> dict[str, Any]:

@@ -20,11 +20,12 @@ import click
 from click.shell_completion import get_completion_class
 
 import snapvc
-from snapvc.cli import change, inspect
+from snapvc.cli import change, git, inspect
 from snapvc.cli.common import Output
 from snapvc.errors import (
     AmbiguousRevisionError,
     CheckpointNotFoundError,
+    GitError,
     InvalidRefNameError,
     InvalidRevisionError,
     PathError,
@@ -53,6 +54,7 @@ HINTS: tuple[tuple[type[BaseException], str], ...] = (
     (RefConflictError, "another writer moved it meanwhile: look with 'snapvc log', then run the command again"),
     (PathError, "paths are dotted (research.findings.0) or JSON Pointers (/research/findings/0)"),
     (UnsupportedValueError, "see 'What a state may hold' in the README"),
+    (GitError, "see 'snapvc export-git --help' and docs/git.md"),
 )
 
 
@@ -95,7 +97,7 @@ def completion(shell: str) -> None:
 
 for command in (change.init, change.commit, inspect.checkout, inspect.show, inspect.log, inspect.diff,
                 change.branch, change.tag, change.reset, change.merge, change.revert, change.cherry_pick,
-                inspect.history, inspect.reflog, inspect.stats):
+                inspect.history, inspect.reflog, inspect.stats, git.export_git, git.import_git):
     cli.add_command(command)
 
 

@@ -1,0 +1,346 @@
+"""snapvc history as a git repository, and back: ``export_git``, ``import_git``.
+
+Export writes every commit reachable from the chosen branches (and the tags on them)
+as a git commit whose tree is the state laid out as files (``snapvc.git.layout``). A
+git commit holds the same author (``Name <email>``, or the snapvc author with an empty
+email), time (UTC), parents (merges included) and message, and these trailers::
+
+    Snapvc-Metadata: {"agent":"researcher","step":3}   the metadata, canonical JSON (if any)
+    Snapvc-Time: 1763923541.123456                     the time to the microsecond (if not whole seconds)
+    Snapvc-Commit: 5ac52ee0…                           the snapvc commit's id
+
+so the same history always gives the same git commit ids, and ``import_git`` rebuilds
+each snapvc commit exactly, to its id. Branches become ``refs/heads/…``, tags
+``refs/tags/…``, and HEAD follows the repository's HEAD branch when it is exported.
+
+Export is incremental: the git commit of each snapvc commit exported once is kept in
+the snapvc repository (``GitCommitMap``), and a commit the target already holds is not
+built again, nor is anything behind it. New objects go into the target as one pack
+(dulwich), so no ``git`` process runs. ``push`` sends the exported refs to a git remote
+with dulwich's client (a path, ``file://``, ``git://``, ``ssh://`` or ``http(s)://``).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from dulwich import porcelain
+from dulwich.errors import NotGitRepository
+from dulwich.objects import Commit as GitCommit
+from dulwich.objects import ShaFile, Tag
+from dulwich.repo import Repo
+
+from snapvc.errors import GitError, UnknownRevisionError
+from snapvc.git.layout import TreeWriter, state_of
+from snapvc.git.results import ExportResult, ImportResult
+from snapvc.ids import ObjectId
+from snapvc.objects import Commit
+
+if TYPE_CHECKING:
+    from snapvc.repository import Repository
+
+__all__ = ["ExportResult", "GitCommitMap", "ImportResult", "export_git", "import_git"]
+
+LAYOUT_VERSION = 1  # a change to the layout or the commit form changes every git id: bump it
+_IDENTITY = re.compile(r"^(.*?) <([^<>]*)>$")
+_TRAILER_COMMIT = "Snapvc-Commit: "
+_TRAILER_TIME = "Snapvc-Time: "
+_TRAILER_METADATA = "Snapvc-Metadata: "
+
+
+class GitCommitMap:
+    """Which git commit each snapvc commit was exported as (ids are deterministic, so
+    one map serves every target). Kept in the repository's SQLite file (table
+    ``git_commits_v1``), or in memory beside a memory repository's objects."""
+
+    def __init__(self, repo: Repository) -> None:
+        self._file = repo.backend.file
+        self._table = f"git_commits_v{LAYOUT_VERSION}"
+        if self._file is not None:
+            with self._file.transaction() as c:
+                c.execute(f"CREATE TABLE IF NOT EXISTS {self._table} (id BLOB PRIMARY KEY, sha BLOB NOT NULL)")
+            self._memory: dict[bytes, bytes] = {}
+        else:
+            self._memory = _MEMORY_MAPS.setdefault(repo.backend.objects, {})
+
+    def get_many(self, ids: Sequence[bytes]) -> dict[bytes, bytes]:
+        if self._file is None:
+            return {i: self._memory[i] for i in ids if i in self._memory}
+        found: dict[bytes, bytes] = {}
+        with self._file.lock:
+            for start in range(0, len(ids), 500):
+                batch = list(ids[start : start + 500])
+                rows = self._file.conn.execute(
+                    f"SELECT id, sha FROM {self._table} WHERE id IN ({','.join('?' * len(batch))})", batch).fetchall()
+                found.update((bytes(i), bytes(s)) for i, s in rows)
+        return found
+
+    def put_many(self, pairs: dict[bytes, bytes]) -> None:
+        if self._file is None:
+            self._memory.update(pairs)
+            return
+        with self._file.transaction() as c:
+            c.executemany(f"INSERT OR REPLACE INTO {self._table} (id, sha) VALUES (?, ?)", list(pairs.items()))
+
+
+# The maps of memory repositories, as long as their object stores live.
+_MEMORY_MAPS: weakref.WeakKeyDictionary[Any, dict[bytes, bytes]] = weakref.WeakKeyDictionary()
+
+
+def _open_target(path: str | os.PathLike[str], bare: bool) -> Repo:
+    target = Path(path)
+    if target.exists() and any(target.iterdir()):
+        try:
+            return Repo(str(target))
+        except NotGitRepository:
+            raise GitError(f"{str(target)!r} exists and is not a git repository; export to a new or empty folder") from None
+    target.mkdir(parents=True, exist_ok=True)
+    return Repo.init_bare(str(target)) if bare else Repo.init(str(target))
+
+
+def _identity(author: str) -> bytes:
+    return (author if _IDENTITY.match(author) else f"{author} <>").encode()
+
+
+def _git_message(commit: Commit) -> bytes:
+    trailers = []
+    if commit.metadata_json != b"{}":
+        trailers.append(_TRAILER_METADATA + commit.metadata_json.decode())
+    if commit.timestamp_us % 1_000_000:
+        trailers.append(f"{_TRAILER_TIME}{commit.timestamp_us // 1_000_000}.{commit.timestamp_us % 1_000_000:06d}")
+    trailers.append(_TRAILER_COMMIT + commit.id.hex)
+    return (commit.message + "\n\n" + "\n".join(trailers) + "\n").encode()
+
+
+def export_git(repo: Repository, path: str | os.PathLike[str], branches: Iterable[str] | None = None, *,
+               bare: bool = True, push: str | None = None, force: bool = False,
+               progress: Callable[[int, int], None] | None = None) -> ExportResult:
+    """Write the history of ``branches`` (default: every branch, and every tag) into
+    the git repository at ``path`` (created, bare unless ``bare=False``, if missing;
+    a repository with a work tree gets HEAD's files checked out); then push the
+    exported refs to ``push`` if given (``force`` allows a non-fast-forward).
+    ``progress(done, total)`` is told of each commit written."""
+    target = _open_target(path, bare)
+    try:
+        names = list(repo.branches()) if branches is None else list(branches)
+        known = repo.branches()
+        for name in names:
+            if name not in known:
+                raise GitError(f"no branch {name!r} to export (branches: {', '.join(known) or 'none'})")
+        tips = {f"refs/heads/{name}": known[name] for name in names}
+        for name, oid in repo.tags().items():
+            if branches is None:
+                tips[f"refs/tags/{name}"] = oid
+        commit_map = GitCommitMap(repo)
+        todo, shas = _commits_to_write(repo, list(tips.values()), commit_map, target)
+        writer = TreeWriter()
+        written: dict[bytes, bytes] = {}
+        for done, commit in enumerate(todo, 1):
+            git_commit = GitCommit()
+            git_commit.tree = writer.state_tree(repo.snapshot(commit.id))
+            git_commit.parents = [shas[p] for p in commit.parents]
+            git_commit.author = git_commit.committer = _identity(commit.author)
+            git_commit.author_time = git_commit.commit_time = commit.timestamp_us // 1_000_000
+            git_commit.author_timezone = git_commit.commit_timezone = 0
+            git_commit.encoding = b"UTF-8"
+            git_commit.message = _git_message(commit)
+            writer.objects[git_commit.id] = git_commit
+            shas[commit.id] = written[commit.id] = git_commit.id
+            if progress is not None:
+                progress(done, len(todo))
+        new = writer.reachable(written.values(), lambda sha: sha in target.object_store)
+        if new:
+            target.object_store.add_objects([(obj, None) for obj in new])
+        commit_map.put_many(written)
+        refs = {ref: shas[oid] for ref, oid in tips.items()}
+        for ref, sha in refs.items():
+            target.refs[ref.encode()] = sha
+        head = f"refs/heads/{repo.head}"
+        if head in refs:
+            target.refs.set_symbolic_ref(b"HEAD", head.encode())
+            if not bare and target.has_index():
+                porcelain.reset(target, "hard", refs[head])
+        pushed = _push(target, push, list(refs), force) if push else []
+        return ExportResult(str(path), len(todo), len(new), {ref: sha.decode() for ref, sha in refs.items()}, pushed)
+    finally:
+        target.close()
+
+
+def _commits_to_write(repo: Repository, tips: list[ObjectId], commit_map: GitCommitMap,
+                      target: Repo) -> tuple[list[Commit], dict[bytes, bytes]]:
+    """The commits behind ``tips`` that ``target`` lacks, parents first, and the git
+    shas known so far (of the commits it holds already, where the walk stopped)."""
+    shas: dict[bytes, bytes] = {}
+    todo: dict[bytes, Commit] = {}
+    waiting = list(dict.fromkeys(tips))
+    while waiting:
+        batch, waiting = waiting, []
+        mapped = commit_map.get_many(batch)
+        for oid in batch:
+            if oid in shas or oid in todo:
+                continue
+            sha = mapped.get(oid)
+            if sha is not None and sha in target.object_store:
+                shas[oid] = sha  # in the target, and so is everything behind it
+                continue
+            commit = repo.get_commit(ObjectId(oid), walking=True)
+            todo[oid] = commit
+            waiting.extend(p for p in commit.parents if p not in shas and p not in todo)
+    ordered = sorted(todo.values(), key=lambda c: (c.generation, c.timestamp_us))  # parents have lower generations
+    return ordered, shas
+
+
+def _push(target: Repo, url: str, refs: list[str], force: bool) -> list[str]:
+    errors = io.BytesIO()
+    try:
+        result = porcelain.push(target, url, refspecs=[f"{ref}:{ref}".encode() for ref in refs], force=force,
+                                outstream=io.BytesIO(), errstream=errors)
+    except porcelain.DivergedBranches as exc:
+        theirs, ours = (sha.decode() for sha in exc.args[:2])
+        ref = next((r for r in refs if target.refs[r.encode()].decode() == ours), "a ref")
+        raise GitError(f"push to {url} refused: {ref} is at {theirs[:8]} there, which the exported {ours[:8]} does "
+                       "not follow (the histories diverged, e.g. after a reset); force the push to overwrite it") from None
+    except Exception as exc:  # dulwich raises its own errors, OSError, or HangupException
+        detail = errors.getvalue().decode(errors="replace").strip()
+        raise GitError(f"push to {url} failed: {exc}" + (f" ({detail})" if detail else "")) from exc
+    refused = {ref.decode(): str(why) for ref, why in (result.ref_status or {}).items() if why is not None}
+    if refused:
+        raise GitError(f"push to {url} refused: " + "; ".join(f"{ref}: {why}" for ref, why in refused.items())
+                       + ("" if force else " (a non-fast-forward push needs force)"))
+    return refs
+
+
+# -- import -------------------------------------------------------------------------------------
+
+
+def _parse_message(text: str) -> tuple[str, dict[str, Any] | None, int | None, str | None]:
+    """(message, metadata, microseconds, snapvc id) of a git commit message: the
+    trailers ``_git_message`` writes, or the whole text (less its final newline) when
+    it has none."""
+    cut = text.rfind("\n\n")
+    block = text[cut + 2:] if cut >= 0 else ""
+    lines = block.splitlines()
+    if not lines or not lines[-1].startswith(_TRAILER_COMMIT):
+        return (text[:-1] if text.endswith("\n") else text), None, None, None
+    metadata: dict[str, Any] | None = None
+    micros: int | None = None
+    for line in lines[:-1]:
+        if line.startswith(_TRAILER_METADATA):
+            metadata = orjson.loads(line[len(_TRAILER_METADATA):])
+        elif line.startswith(_TRAILER_TIME):
+            micros = int(line[len(_TRAILER_TIME):].partition(".")[2] or 0)
+    return text[:cut], metadata, micros, lines[-1][len(_TRAILER_COMMIT):].strip()
+
+
+def import_git(repo: Repository, path: str | os.PathLike[str], branches: Iterable[str] | None = None) -> ImportResult:
+    """Read the history of ``branches`` (default: every branch, and every tag) of the
+    git repository at ``path`` into ``repo``, and point branches and tags of the same
+    names at it (moving existing ones). Each commit's tree is read as a state (see
+    ``snapvc.git.layout``); commits that snapvc exported come back exactly."""
+    try:
+        source = Repo(str(path))
+    except NotGitRepository:
+        raise GitError(f"{str(path)!r} is not a git repository") from None
+    try:
+        refs = {name.decode(): sha for name, sha in source.get_refs().items()
+                if name.startswith((b"refs/heads/", b"refs/tags/"))}
+        if branches is not None:
+            wanted = {f"refs/heads/{b}" for b in branches}
+            missing = wanted - refs.keys()
+            if missing:
+                raise GitError(f"no branch {sorted(missing)[0][len('refs/heads/'):]!r} in {path}")
+            refs = {name: sha for name, sha in refs.items() if name in wanted}
+        tips = {name: _peel(source, sha, name) for name, sha in refs.items()}
+        order = _parents_first(source, [sha for sha in tips.values() if sha is not None])
+        commit_map = GitCommitMap(repo)
+        ids: dict[bytes, ObjectId] = {}
+        memo: dict[Any, Any] = {}
+        new, inexact, exported = 0, [], {}
+        for sha in order:
+            git_commit = source[sha]
+            assert isinstance(git_commit, GitCommit)
+            message, metadata, micros, claimed = _parse_message(git_commit.message.decode("utf-8", "replace"))
+            if claimed is not None and _already_here(repo, claimed, sha, commit_map):
+                ids[sha] = ObjectId.from_hex(claimed)
+                continue
+            author = git_commit.author.decode("utf-8", "replace")
+            name, at = _IDENTITY.match(author), git_commit.author_time
+            when = datetime.fromtimestamp(at, UTC).replace(microsecond=micros or 0)
+            state = state_of(git_commit.tree, source.__getitem__, memo)
+            made = repo.commit_tree(state, [ids[p] for p in git_commit.parents], message, metadata,
+                                    author=name.group(1) if name and name.group(2) == "" else author, date=when)
+            ids[sha] = made.id
+            new += 1
+            if claimed is not None:
+                if made.id.hex != claimed:
+                    inexact.append(sha.decode())
+                else:
+                    exported[made.id] = sha
+        commit_map.put_many(exported)
+        set_branches: dict[str, ObjectId] = {}
+        set_tags: dict[str, ObjectId] = {}
+        for ref, sha in tips.items():
+            if sha is None:
+                continue
+            if ref.startswith("refs/heads/"):
+                set_branches[ref[len("refs/heads/"):]] = repo.branch(ref[len("refs/heads/"):], at=ids[sha], force=True).id
+            else:
+                set_tags[ref[len("refs/tags/"):]] = repo.tag(ref[len("refs/tags/"):], at=ids[sha], force=True).id
+        return ImportResult(len(order), new, set_branches, set_tags, inexact)
+    finally:
+        source.close()
+
+
+def _already_here(repo: Repository, claimed: str, sha: bytes, commit_map: GitCommitMap) -> bool:
+    """Whether the snapvc commit a git commit names is in ``repo`` and was exported as
+    that very git commit (so it need not be rebuilt)."""
+    try:
+        oid = ObjectId.from_hex(claimed)
+    except ValueError:
+        return False
+    if commit_map.get_many([oid]).get(oid) != sha:
+        return False
+    try:
+        repo.get_commit(oid)
+    except UnknownRevisionError:
+        return False
+    return True
+
+
+def _peel(source: Repo, sha: bytes, name: str) -> bytes | None:
+    """The commit a ref names (through annotated tags); None for a ref to a tree or blob."""
+    obj: ShaFile = source[sha]
+    while isinstance(obj, Tag):
+        obj = source[obj.object[1]]
+    return obj.id if isinstance(obj, GitCommit) else None
+
+
+def _parents_first(source: Repo, tips: list[bytes]) -> list[bytes]:
+    """Every commit behind ``tips``, each after its parents."""
+    order: list[bytes] = []
+    done: set[bytes] = set()
+    for tip in tips:
+        stack: list[tuple[bytes, bool]] = [(tip, False)]
+        while stack:
+            sha, expanded = stack.pop()
+            if sha in done:
+                continue
+            if expanded:
+                done.add(sha)
+                order.append(sha)
+                continue
+            stack.append((sha, True))
+            commit = source[sha]
+            if not isinstance(commit, GitCommit):
+                raise GitError(f"{sha.decode()} is a {type(commit).__name__}, not a commit")
+            stack.extend((p, False) for p in reversed(commit.parents) if p not in done)
+    return order
+
