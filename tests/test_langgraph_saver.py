@@ -242,6 +242,33 @@ def test_a_listing_shares_unchanged_values_between_its_checkpoints_never_between
         assert again[0]["content"].startswith("turn 1 ") and again == history
 
 
+def test_deleting_a_run_in_the_middle_keeps_the_checkpoints_after_it_on_its_parent(tmp_path: Path) -> None:
+    with SnapvcSaver(tmp_path / "runs.snapvc") as saver:
+        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        stored = []
+        for n, run in enumerate(["r1", "r2", "r3"], start=1):
+            config = saver.put(config, _checkpoint(n, {"log": ["x"] * n}, {"log": n}), {"step": n, "run_id": run},
+                               {"log": n})
+            saver.put_writes(config, [("log", [n])], f"task-{n}")
+            stored.append(config)
+        saver.repo.checkout("t")  # HEAD on the thread's branch stays there
+        saver.delete_for_runs(["r2"])
+        listed = list(saver.list({"configurable": {"thread_id": "t"}}))
+        assert [t.metadata["run_id"] for t in listed] == ["r3", "r1"]
+        r3, r1 = listed
+        assert r3.parent_config["configurable"]["checkpoint_id"] == r1.config["configurable"]["checkpoint_id"]
+        assert r3.checkpoint["channel_values"] == {"log": ["x"] * 3} and r3.pending_writes == [("task-3", "log", [3])]
+        assert saver.get_tuple(stored[1]) is None and saver.repo.head == "t"
+        assert [c.metadata["run_id"] for c in saver.repo.log("t")] == ["r3", "r1"]
+
+        saver.put(stored[0], _checkpoint(9, {"log": ["fork"]}, {"log": 9}), {"step": 2, "run_id": "r4"}, {"log": 9})
+        assert any("+fork/" in b for b in saver.repo.branches())
+        saver.prune(["t"])
+        (only,) = saver.list({"configurable": {"thread_id": "t"}})
+        assert only.metadata["run_id"] == "r4" and only.checkpoint["channel_values"] == {"log": ["fork"]}
+        assert sorted(saver.repo.branches()) == ["t", "t/+writes"] and only.parent_config is None
+
+
 # --- the thread in snapvc ----------------------------------------------------------------
 
 

@@ -608,6 +608,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         new_of: dict[ObjectId, ObjectId | None] = {}
         kept: dict[ObjectId, Commit] = {}
         dropped: list[str] = []
+        head = repo.refs.get_symbolic("HEAD")
         with repo.deferred():
             for commit in sorted(lines.by_id.values(), key=lambda c: c.generation):
                 old_parent = commit.parent
@@ -631,6 +632,8 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                     self._delete_branch(branch + WRITES)
                 return
             repo.branch(branch, at=leaves[0].id)
+            if head == HEADS + branch:
+                repo.refs.set_symbolic("HEAD", head)
             for leaf in leaves[1:]:
                 repo.branch(branch + FORKS + leaf.id.short, at=leaf.id)
             gone = [checkpoint_id for checkpoint_id in dropped if self._stored_writes(branch, checkpoint_id)]
