@@ -37,6 +37,7 @@ class Backend:
     file: SqliteFile | None = None
     _lock: Any = None
     _durability: str = "normal"
+    _gc_epoch: int = 0  # memory backends: the count of gc sweeps (SQLite keeps it in ``meta``)
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -50,6 +51,23 @@ class Backend:
         else:
             with self._lock:
                 yield
+
+    def gc_epoch(self) -> int:
+        """How many gc sweeps have deleted objects here, ever. A writer that cached what
+        it saw stored (encodings, delta bases, objects found present) compares this with
+        the epoch it cached under, inside its write transaction: a change means a sweep
+        ran meanwhile and the caches may name deleted objects (``snapvc.maintenance.gc``)."""
+        if self.file is not None:
+            return int(self.file.get_meta("gc_epoch") or 0)
+        return self._gc_epoch
+
+    def bump_gc_epoch(self) -> None:
+        """Record a sweep; call inside the sweep's transaction, so writers see the new
+        epoch exactly when they can see the deletions."""
+        if self.file is not None:
+            self.file.set_meta("gc_epoch", str(self.gc_epoch() + 1))
+        else:
+            self._gc_epoch += 1
 
     @property
     def durability(self) -> str:
@@ -77,13 +95,13 @@ def open_backend(location: str | os.PathLike[str], *, create: bool = True, durab
     kw = {"clock": clock} if clock is not None else {}
     text = os.fspath(location)
     if text == MEMORY_URL or text.startswith(MEMORY_URL):
-        return Backend(MEMORY_URL, MemoryObjectStore(**kw), MemoryRefStore(**kw), MemoryCommitIndex())
+        return Backend(MEMORY_URL, MemoryObjectStore(**kw), MemoryRefStore(**kw), MemoryCommitIndex(**kw))
     if "://" in text:
         scheme = text.split("://", 1)[0]
         raise RepositoryError(f"unsupported repository location {text!r}: scheme {scheme!r} is not known (use a file path or memory://)")
     file = SqliteFile(Path(text), create=create, durability=durability)
     try:
-        return Backend(text, SqliteObjectStore(file, **kw), SqliteRefStore(file, **kw), SqliteCommitIndex(file), file)
+        return Backend(text, SqliteObjectStore(file, **kw), SqliteRefStore(file, **kw), SqliteCommitIndex(file, **kw), file)
     except BaseException:
         file.close()
         raise

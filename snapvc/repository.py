@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from snapvc.backend import Backend, open_backend
 from snapvc.diff import Change, diff_values, plain_value
@@ -54,9 +54,15 @@ from snapvc.state import Checkpoint, State, StatePath, parse_path
 from snapvc.threads import SESSION_KEY, Session, Thread, parse_thread_branch, thread_branch
 from snapvc.store.codec import open_object_store
 
+if TYPE_CHECKING:
+    from snapvc.maintenance.fsck import FsckReport
+    from snapvc.maintenance.gc import GcReport, Keep
+    from snapvc.maintenance.graph import Progress
+
 __all__ = ["Repository", "RepoStats", "BranchStats", "open", "import_git", "format_bytes", "DEFAULT_BRANCH"]
 
 DEFAULT_BRANCH = "main"
+_GC_RETRIES = 3
 _MAX_BRANCH_CACHES = 8
 _PREFETCH_COMMITS = 256
 _MAX_CACHED_COMMITS = 200_000
@@ -151,6 +157,7 @@ class Repository:
         self._commit_cache: dict[ObjectId, Commit] = {}  # commits are immutable
         self._verified_commits: set[ObjectId] = set()  # read from the index and found sound
         self._versions = FieldVersions(self.loader, lambda oid: self.get_commit(oid, walking=True))
+        self._gc_epoch = backend.gc_epoch()  # the gc sweeps the caches below were built after
         if self.refs.get_symbolic("HEAD") is None and self.refs.get("HEAD") is None:
             self.refs.set_symbolic("HEAD", branch_ref(DEFAULT_BRANCH))
 
@@ -301,10 +308,41 @@ class Repository:
         at a descendant); until then gc may remove it after its grace period."""
         return self._write_commit(state, None, message, metadata, author, tuple(parents), date, None, None)
 
-    def _write_commit(self, state: Mapping[str, Any], ref: str | None, message: str, metadata: dict[str, Any] | None,
-                      author: str | None, parents: tuple[str | ObjectId, ...] | None, date: datetime | None,
-                      dirty_paths: Iterable[tuple[Any, ...]] | None,
-                      extra_objects: Mapping[ObjectId, bytes] | None) -> Commit:
+    def _write_commit(self, *args: Any) -> Commit:
+        """``_write_commit_once``, again from scratch if a gc swept meanwhile (its caches
+        may have named what the sweep deleted; see ``snapvc.maintenance.gc``)."""
+        for _ in range(_GC_RETRIES):
+            try:
+                return self._write_commit_once(*args)
+            except _SweptMeanwhile:
+                continue
+        raise RepositoryError(f"{self.location!r}: gc swept {_GC_RETRIES} times during one commit; commit again")
+
+    def _check_gc_epoch(self) -> int:
+        """The current gc epoch; the caches are dropped first if a sweep ran since they were built."""
+        epoch = self.backend.gc_epoch()
+        if epoch != self._gc_epoch:
+            self._drop_caches()
+            self._gc_epoch = epoch
+        return epoch
+
+    def _drop_caches(self) -> None:
+        """Forget everything cached that could name an object gc deleted: encodings,
+        recent objects and delta bases, read objects, commits (invariant 5)."""
+        with self._write_lock:
+            self._encode_caches.clear()
+            self.store.forget_all()
+            self.loader.cache.clear()
+            self._commit_cache.clear()
+            self._verified_commits.clear()
+            self._versions = FieldVersions(self.loader, lambda oid: self.get_commit(oid, walking=True))
+            self._gc_epoch = self.backend.gc_epoch()
+
+    def _write_commit_once(self, state: Mapping[str, Any], ref: str | None, message: str,
+                           metadata: dict[str, Any] | None, author: str | None,
+                           parents: tuple[str | ObjectId, ...] | None, date: datetime | None,
+                           dirty_paths: Iterable[tuple[Any, ...]] | None,
+                           extra_objects: Mapping[ObjectId, bytes] | None) -> Commit:
         """``commit`` and ``commit_tree``: the commit on ``ref`` (moved by compare-and-swap),
         or on no ref when ``ref`` is None."""
         self._require_open()
@@ -313,6 +351,7 @@ class Repository:
         if date is not None and (not isinstance(date, datetime) or date.tzinfo is None):
             raise TypeError(f"date is an aware datetime (with a time zone), not {date!r}")
         with self._write_lock:
+            epoch = self._check_gc_epoch()
             tip = self.refs.get(ref) if ref is not None else None
             cache = self._encode_cache(ref if ref is not None else "")
             encoder = Encoder(cache, self.loader)
@@ -343,6 +382,8 @@ class Repository:
                 # skip the ones already stored when a commit brings many objects.
                 present = self.store.has_many(list(objects)) if len(objects) > 16 else set()
                 with self.backend.transaction():
+                    if self.backend.gc_epoch() != epoch:  # a sweep since: what we reuse may be gone
+                        raise _SweptMeanwhile
                     self.store.put_many([(oid, data) for oid, data in objects.items() if oid not in present],
                                         encoder.bases)
                     self.commits.add(commit)
@@ -370,12 +411,15 @@ class Repository:
 
     def _move(self, ref: str, new: ObjectId | None, reason: str, *, must_exist: bool = False,
               must_not_exist: bool = False) -> ObjectId | None:
-        with self._write_lock:
+        with self._write_lock, self.backend.transaction():
             old = self.refs.get(ref)
             if must_exist and old is None:
                 raise RefNotFoundError(ref)
             if must_not_exist and old is not None:
                 raise RefExistsError(ref)
+            # A commit no ref reached may have been deleted by a gc since it was resolved.
+            if new is not None and self.commits.get(new) is None and not self.store.has_many([new]):
+                raise UnknownRevisionError(f"commit {new} was removed by gc meanwhile; {ref} stays where it was")
             if not self.refs.compare_and_swap(ref, old, new, reason):
                 raise RefConflictError(ref, old, self.refs.get(ref))
             return old
@@ -823,6 +867,33 @@ class Repository:
         self._require_open()
         return import_git(self, path, branches)
 
+    # -- maintenance --------------------------------------------------------------------
+
+    def gc(self, *, dry_run: bool = False, grace: timedelta | float | None = None,
+           reflog_expiry: timedelta | float | None = None, keep: Keep | None = None,
+           progress: Progress | None = None) -> GcReport:
+        """Delete what no ref, recent reflog entry or young object reaches (see
+        ``snapvc.maintenance.gc``): plan, then sweep, safely beside other writers.
+        ``grace`` (default 1 hour) protects objects and commits stored that recently;
+        ``reflog_expiry`` (default 30 days) is how long reflog entries keep their commits
+        (older entries are expired); ``keep`` thins each branch's history first
+        (``snapvc.Keep``). ``dry_run`` changes nothing and reports what would go."""
+        from snapvc.maintenance import gc
+
+        self._require_open()
+        return gc.gc(self, dry_run=dry_run, grace=gc.DEFAULT_GRACE if grace is None else grace,
+                     reflog_expiry=gc.DEFAULT_REFLOG_EXPIRY if reflog_expiry is None else reflog_expiry, keep=keep,
+                     progress=progress or gc.no_progress)
+
+    def fsck(self, *, progress: Progress | None = None) -> FsckReport:
+        """Read and verify every object, commit, ref and reflog entry (see
+        ``snapvc.maintenance.fsck``): the problems found, each naming the object and the
+        refs and state paths that reach it; ``report.ok`` when there are none."""
+        from snapvc.maintenance import fsck
+
+        self._require_open()
+        return fsck.fsck(self, progress=progress or fsck.no_progress)
+
     # -- statistics ---------------------------------------------------------------------
 
     def stats(self) -> RepoStats:
@@ -896,6 +967,10 @@ class Repository:
         return size
 
 
+class _SweptMeanwhile(Exception):
+    """A commit found the gc epoch changed inside its transaction: encode it again."""
+
+
 def _value_at(value: Any, path: tuple[str | int, ...]) -> Any:
     """What lies at ``path`` below ``value`` (views read lazily), or ``_MISSING``."""
     for step in path:
@@ -950,6 +1025,7 @@ def open(location: str | os.PathLike[str] = "agent.snapvc", *, create: bool = Tr
     """
     backend = open_backend(location, create=create, durability=durability, clock=clock)
     return Repository(backend, clock=clock or time.time, author=author)
+
 
 def import_git(path: str | os.PathLike[str], into: str | os.PathLike[str] | Repository = "agent.snapvc",
                branches: Iterable[str] | None = None) -> ImportResult:

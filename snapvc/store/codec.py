@@ -488,6 +488,13 @@ class CompressedStore(_Wrapper):
         self._evict(ids)
         return self.inner.delete_many(ids)
 
+    def forget_all(self) -> None:
+        """Drop every recent object (a gc may have deleted them: none may serve as a delta
+        base again) and reload the dictionaries when next needed."""
+        self._recent.clear()
+        self._recent_size = 0
+        self._loaded_dictionaries = False
+
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
         out: dict[ObjectId, bytes] = {}
         wanted = []
@@ -576,6 +583,12 @@ class VerifiedStore(_Wrapper):
         forget = getattr(self.inner, "forget", None)
         if forget is not None:
             forget(ids)
+
+    def forget_all(self) -> None:
+        """Drop every cache below (a gc ran)."""
+        forget_all = getattr(self.inner, "forget_all", None)
+        if forget_all is not None:
+            forget_all()
 
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
         found = self.inner.get_many(ids)

@@ -7,11 +7,19 @@ the object store: storing it in both would cost a second copy and a second id in
 entry per commit (on the agent run, 6% of the file). Repositories written before keep
 their commit objects in the object store too; a commit found only there (or copied in
 by a sync) is indexed when first read.
+
+Each commit also has an age (``mtimes``), as objects do: when it was last added,
+refreshed by adding it again (invariant 4). gc's grace period protects a commit made
+without a ref yet (an import building history first) by this age, not by the commit's
+own timestamp, which may be any date. Ages older than any grace period are dropped by
+gc (``forget_mtimes``): a commit without one counts as old.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from snapvc.ids import ID_SIZE, ObjectId
@@ -35,16 +43,48 @@ class CommitIndex(Protocol):
     def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
         """Up to ``limit`` commit ids whose hex form starts with ``hex_prefix`` (lowercase)."""
         ...
+    def mtimes(self) -> dict[ObjectId, float]:
+        """When each commit that has an age was last added (seconds since the epoch)."""
+        ...
+    def forget_mtimes(self, before: float) -> int:
+        """Drop the ages older than ``before`` (gc: they no longer protect anything)."""
+        ...
+    def delete_many(self, ids: Iterable[ObjectId]) -> int:
+        """Remove commits (gc only); returns how many were present."""
+        ...
 
 
 class MemoryCommitIndex:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._commits: dict[ObjectId, Commit] = {}
+        self._mtimes: dict[ObjectId, float] = {}
+        self._clock = clock
         self._lock = threading.Lock()
 
     def add(self, commit: Commit) -> None:
         with self._lock:
             self._commits[commit.id] = commit
+            self._mtimes[commit.id] = self._clock()
+
+    def mtimes(self) -> dict[ObjectId, float]:
+        with self._lock:
+            return dict(self._mtimes)
+
+    def forget_mtimes(self, before: float) -> int:
+        with self._lock:
+            old = [oid for oid, t in self._mtimes.items() if t < before]
+            for oid in old:
+                del self._mtimes[oid]
+        return len(old)
+
+    def delete_many(self, ids: Iterable[ObjectId]) -> int:
+        removed = 0
+        with self._lock:
+            for oid in ids:
+                if self._commits.pop(oid, None) is not None:
+                    removed += 1
+                self._mtimes.pop(oid, None)
+        return removed
 
     def get(self, oid: ObjectId) -> Commit | None:
         return self._commits.get(oid)
@@ -71,14 +111,19 @@ class MemoryCommitIndex:
 class SqliteCommitIndex:
     """Table ``commits`` of a ``SqliteFile``; parents are stored as concatenated ids."""
 
-    def __init__(self, file: SqliteFile) -> None:
+    def __init__(self, file: SqliteFile, clock: Callable[[], float] = time.time) -> None:
         self.file = file
+        self._clock = clock
         with file.transaction() as c:
             c.execute(
                 "CREATE TABLE IF NOT EXISTS commits (id BLOB PRIMARY KEY, tree BLOB NOT NULL, parents BLOB NOT NULL, "
                 "author TEXT NOT NULL, time_us INTEGER NOT NULL, message TEXT NOT NULL, metadata TEXT NOT NULL, "
                 "generation INTEGER NOT NULL)"
             )
+            # Ages apart from the commits: snapvc versions that know no ages keep writing
+            # ``commits`` as before (their commits count as old), and gc keeps this small.
+            c.execute("CREATE TABLE IF NOT EXISTS commit_mtimes (id BLOB PRIMARY KEY, mtime INTEGER NOT NULL) "
+                      "WITHOUT ROWID")
 
     def add(self, commit: Commit) -> None:
         with self.file.transaction() as c:
@@ -87,6 +132,26 @@ class SqliteCommitIndex:
                 (commit.id, commit.tree, b"".join(commit.parents), commit.author, commit.timestamp_us,
                  commit.message, commit.metadata_json.decode(), commit.generation),
             )
+            c.execute("INSERT OR REPLACE INTO commit_mtimes (id, mtime) VALUES (?, ?)", (commit.id, int(self._clock())))
+
+    def mtimes(self) -> dict[ObjectId, float]:
+        with self.file.lock:
+            return {ObjectId(r[0]): float(r[1]) for r in self.file.conn.execute("SELECT id, mtime FROM commit_mtimes")}
+
+    def forget_mtimes(self, before: float) -> int:
+        with self.file.transaction() as c:
+            return c.execute("DELETE FROM commit_mtimes WHERE mtime < ?", (before,)).rowcount
+
+    def delete_many(self, ids: Iterable[ObjectId]) -> int:
+        ids = list(ids)
+        removed = 0
+        with self.file.transaction() as c:
+            for start in range(0, len(ids), 500):
+                batch = ids[start : start + 500]
+                marks = ",".join("?" * len(batch))
+                removed += c.execute(f"DELETE FROM commits WHERE id IN ({marks})", batch).rowcount
+                c.execute(f"DELETE FROM commit_mtimes WHERE id IN ({marks})", batch)
+        return removed
 
     _COLUMNS = "id, tree, parents, author, time_us, message, metadata, generation"
 

@@ -1,0 +1,339 @@
+"""Integrity check: read and verify everything a repository holds, and name what is wrong.
+
+``fsck`` (as ``git fsck`` and ``restic check --read-data``):
+
+1. reads every stored object through a fresh verified stack (no cache answers): its
+   frame decodes (delta base and dictionary present), its bytes hash to its id, its
+   payload decodes as its kind says, and every object it refers to is present;
+2. checks every commit of the commit index: its fields hash to its id, its tree and
+   parents are present;
+3. checks every ref and every reflog entry names a commit that is present;
+4. walks from the refs and the reflog to find what reaches each damaged object (the
+   refs, the commits and the state paths, e.g. ``main 1a2b3c4d5e6f: state['messages'][3]``),
+   and what nothing reaches (dangling: harmless, gc removes it).
+
+``salvage`` writes out every commit that is still whole (its whole state readable) as
+exact JSON, with an index of what it saved and what it could not.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from snapvc.encoding.jsonable import to_jsonable
+from snapvc.errors import ObjectNotFoundError, SnapvcError
+from snapvc.ids import ObjectId
+from snapvc.maintenance.graph import Edge, Progress, batches, no_progress, read_batch, read_children
+from snapvc.objects import COMMIT, Commit, split_object
+from snapvc.store.codec import frame_base, open_object_store
+
+if TYPE_CHECKING:
+    from snapvc.repository import Repository
+
+__all__ = ["Problem", "FsckReport", "SalvageResult", "fsck", "salvage", "no_progress"]
+
+_MAX_PATHS = 5  # per problem: enough to find it, not a flood
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong: ``kind`` is ``"missing"`` (referred to, not stored), ``"corrupt"``
+    (stored, but does not verify or decode) or ``"bad-ref"`` (a ref or reflog entry
+    naming no commit); ``object_id`` what it is about; ``refs`` the refs (and reflogs)
+    from which it is reached; ``paths`` where, as ``ref commit: state path``."""
+
+    kind: str
+    object_id: ObjectId
+    message: str
+    refs: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        text = f"{self.kind} {self.object_id}: {self.message}"
+        if self.refs:
+            text += f"\n  reached from {', '.join(self.refs)}"
+        for path in self.paths:
+            text += f"\n  at {path}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "object": self.object_id.hex, "message": self.message, "refs": list(self.refs),
+                "paths": list(self.paths)}
+
+
+@dataclass(frozen=True, slots=True)
+class FsckReport:
+    """What ``fsck`` checked and found. ``ok`` when ``problems`` is empty; ``dangling``
+    objects and commits (nothing reaches them, and no reached object is a delta on them)
+    are not problems: gc removes them once older than its grace period."""
+
+    objects: int
+    commits: int
+    refs: int
+    reflog_entries: int
+    problems: tuple[Problem, ...]
+    dangling_objects: tuple[ObjectId, ...]
+    dangling_commits: tuple[ObjectId, ...]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def __str__(self) -> str:
+        head = (f"checked {self.objects} objects, {self.commits} commits, {self.refs} refs and "
+                f"{self.reflog_entries} reflog entries in {self.seconds:.2f} s: ")
+        if self.ok:
+            head += "no problems"
+        else:
+            kinds: dict[str, int] = {}
+            for p in self.problems:
+                kinds[p.kind] = kinds.get(p.kind, 0) + 1
+            head += ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+        if self.dangling_objects or self.dangling_commits:
+            head += (f"; {len(self.dangling_objects)} dangling objects and {len(self.dangling_commits)} dangling "
+                     f"commits (gc removes them)")
+        return "\n".join([head, *map(str, self.problems)])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "objects": self.objects, "commits": self.commits, "refs": self.refs,
+                "reflog_entries": self.reflog_entries, "problems": [p.to_dict() for p in self.problems],
+                "dangling_objects": [o.hex for o in self.dangling_objects],
+                "dangling_commits": [c.hex for c in self.dangling_commits], "seconds": round(self.seconds, 3)}
+
+
+class _Graph:
+    """Everything stored, as edges: objects to children (with path labels), commits to
+    tree and parents; and what is wrong with each damaged id."""
+
+    def __init__(self) -> None:
+        self.edges: dict[ObjectId, list[Edge]] = {}
+        self.commits: dict[ObjectId, Commit] = {}
+        self.present: set[ObjectId] = set()
+        self.bad: dict[ObjectId, tuple[str, str]] = {}  # id -> (kind, message)
+        self.referrers: dict[ObjectId, ObjectId] = {}  # a missing id -> one object naming it
+        self.bases: dict[ObjectId, ObjectId] = {}  # delta frame -> its base
+
+    def note_missing(self, child: ObjectId, parent: ObjectId, what: str) -> None:
+        if child not in self.present and child not in self.bad:
+            self.bad[child] = ("missing", f"{what}, named by {parent}, is not stored")
+            self.referrers[child] = parent
+
+
+def _read_all(repo: Repository, progress: Progress) -> _Graph:
+    graph = _Graph()
+    raw = repo.backend.objects
+    store = open_object_store(raw)
+    ids = list(raw.iter_ids())
+    graph.present.update(ids)
+    index_ids = repo.commits.ids()
+    graph.present.update(index_ids)
+    for batch in progress(batches(ids), -(-len(ids) // 500), "checking objects"):
+        for oid, frame in raw.get_many(batch).items():
+            try:
+                base = frame_base(oid, frame)
+            except SnapvcError:
+                continue  # the read below names the damage
+            if base is not None:
+                graph.bases[oid] = base
+        found, errors = read_batch(store, batch)
+        for oid, exc in errors.items():
+            kind = "missing" if isinstance(exc, ObjectNotFoundError) and oid not in graph.present else "corrupt"
+            graph.bad[oid] = (kind, str(exc))
+        for oid, data in found.items():
+            try:
+                kind, payload = split_object(oid, data)
+                if kind == COMMIT:
+                    graph.commits[oid] = Commit.decode(oid, payload)
+                else:
+                    graph.edges[oid] = read_children(oid, data)
+            except SnapvcError as exc:
+                graph.bad[oid] = ("corrupt", str(exc))
+    for oid in progress(index_ids, len(index_ids), "checking commits"):
+        commit = repo.commits.get(oid)
+        if commit is None:
+            continue
+        if ObjectId.of(commit.encode()) != oid:
+            graph.bad[oid] = ("corrupt", "the commit index holds a damaged copy: its fields do not hash to its id")
+            continue
+        graph.commits[oid] = commit
+    for oid, edges in graph.edges.items():
+        for child, _ in edges:
+            graph.note_missing(child, oid, "a child object")
+    for oid, commit in graph.commits.items():
+        graph.note_missing(commit.tree, oid, "the state tree of a commit")
+        for parent in commit.parents:
+            graph.note_missing(parent, oid, "a parent commit")
+    return graph
+
+
+def _step(path: tuple[Any, ...]) -> str:
+    return "state" + "".join(f"[{p!r}]" for p in path)
+
+
+class _Walk:
+    """A walk from one root over the graph in memory: what it reaches, and the first
+    path to each damaged id."""
+
+    def __init__(self, graph: _Graph) -> None:
+        self.graph = graph
+        self.seen: set[ObjectId] = set()
+        self.paths: dict[ObjectId, list[str]] = {}
+
+    def _hit(self, oid: ObjectId, where: str) -> None:
+        if oid in self.graph.bad:
+            found = self.paths.setdefault(oid, [])
+            if len(found) < _MAX_PATHS:
+                found.append(where)
+
+    def from_commit(self, start: ObjectId, label: str) -> None:
+        waiting = [start]
+        while waiting:
+            oid = waiting.pop()
+            if oid in self.seen:
+                continue
+            self.seen.add(oid)
+            self._hit(oid, f"{label}: commit {oid.short}")
+            commit = self.graph.commits.get(oid)
+            if commit is None:
+                continue
+            self._tree(commit.tree, f"{label} {oid.short}")
+            waiting.extend(commit.parents)
+
+    def _tree(self, root: ObjectId, where: str) -> None:
+        waiting: list[tuple[ObjectId, tuple[Any, ...], int]] = [(root, (), 0)]
+        while waiting:
+            oid, path, offset = waiting.pop()
+            self._hit(oid, f"{where}: {_step(path)}")
+            if oid in self.seen:
+                continue
+            self.seen.add(oid)
+            for child, label in self.graph.edges.get(oid, ()):
+                if label is None:
+                    waiting.append((child, path, offset))
+                elif label[0] == "key":
+                    waiting.append((child, (*path, label[1]), 0))
+                elif label[0] == "index":
+                    waiting.append((child, (*path, offset + label[1]), 0))
+                else:
+                    waiting.append((child, path, offset + label[1]))
+
+
+def fsck(repo: Repository, progress: Progress = no_progress) -> FsckReport:
+    """Check everything (see the module docstring)."""
+    started = time.perf_counter()
+    graph = _read_all(repo, progress)
+    problems: list[Problem] = []
+    roots: dict[str, list[ObjectId]] = {}
+    refs = repo.refs.list("")
+    for name, oid in refs.items():
+        roots.setdefault(name, []).append(oid)
+        if oid not in graph.present:
+            problems.append(Problem("bad-ref", oid, f"ref {name} names commit {oid}, which is not stored", (name,)))
+    reflog_entries = 0
+    for name in repo.refs.reflog_names():
+        for n, entry in enumerate(repo.refs.reflog(name)):
+            reflog_entries += 1
+            for oid in (entry.new, entry.old):
+                if oid is None:
+                    continue
+                roots.setdefault(f"{name}@{{{n}}}", []).append(oid)
+                if oid not in graph.present:
+                    problems.append(Problem("bad-ref", oid, f"reflog entry {name}@{{{n}}} ({entry.reason!r}) names "
+                                            f"commit {oid}, which is not stored", (f"{name}@{{{n}}}",)))
+    reached: set[ObjectId] = set()
+    reaching: dict[ObjectId, list[str]] = {}
+    paths: dict[ObjectId, list[str]] = {}
+    for label, starts in roots.items():
+        walk = _Walk(graph)
+        for oid in starts:
+            walk.from_commit(oid, label.removeprefix("refs/heads/"))
+        reached |= walk.seen
+        for oid, found in walk.paths.items():
+            reaching.setdefault(oid, []).append(label)
+            known = paths.setdefault(oid, [])
+            known.extend(found[: _MAX_PATHS - len(known)])
+    for oid, (kind, message) in graph.bad.items():
+        # A missing id named only by what nothing reaches is no loss: gc keeps old nodes
+        # as delta bases of newer ones, without the children it deleted.
+        if kind == "missing" and oid not in reached:
+            continue
+        problems.append(Problem(kind, oid, message, tuple(reaching.get(oid, ())), tuple(paths.get(oid, ()))))
+    needed = set()
+    for oid in reached:
+        base = graph.bases.get(oid)
+        while base is not None and base not in needed:
+            needed.add(base)
+            base = graph.bases.get(base)
+    dangling_objects = tuple(oid for oid in graph.edges if oid not in reached and oid not in graph.commits
+                             and oid not in needed)
+    dangling_commits = tuple(oid for oid in graph.commits if oid not in reached)
+    return FsckReport(
+        objects=len(graph.edges) + sum(1 for oid in graph.bad if oid in graph.present),
+        commits=len(graph.commits), refs=len(refs), reflog_entries=reflog_entries, problems=tuple(problems),
+        dangling_objects=dangling_objects, dangling_commits=dangling_commits,
+        seconds=time.perf_counter() - started,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SalvageResult:
+    """What ``salvage`` wrote to ``folder``: the commits saved whole, and those it could not."""
+
+    folder: Path
+    saved: tuple[ObjectId, ...]
+    damaged: tuple[ObjectId, ...]
+
+    def __str__(self) -> str:
+        return f"saved {len(self.saved)} whole commits to {self.folder}; {len(self.damaged)} damaged left out"
+
+
+def salvage(repo: Repository, folder: str | Path, progress: Progress = no_progress) -> SalvageResult:
+    """Write the state of every commit that is still whole to ``folder/<commit id>.json``
+    (exact JSON, ``snapvc.to_jsonable``'s form) and ``folder/index.json`` listing every
+    commit: id, refs at it, message, metadata, time, and whether it was saved. A commit is
+    whole when every object its state reaches is present and sound."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    graph = _read_all(repo, progress)
+    damaged_below: dict[ObjectId, bool] = {}
+
+    def damaged(root: ObjectId) -> bool:
+        # Iterative post-order: states may be deep, Python's stack is not.
+        waiting: list[tuple[ObjectId, bool]] = [(root, False)]
+        while waiting:
+            oid, done = waiting.pop()
+            if oid in damaged_below:
+                continue
+            children = [c for c, _ in graph.edges.get(oid, ())]
+            if done:
+                damaged_below[oid] = oid in graph.bad or oid not in graph.edges or any(damaged_below[c] for c in children)
+                continue
+            waiting.append((oid, True))
+            waiting.extend((c, False) for c in children if c not in damaged_below)
+        return damaged_below[root]
+
+    labels: dict[ObjectId, list[str]] = {}
+    for name, oid in repo.refs.list("").items():
+        labels.setdefault(oid, []).append(name)
+    saved, lost, index = [], [], []
+    commits = sorted(graph.commits.values(), key=lambda c: (c.timestamp_us, c.id))
+    for commit in progress(commits, len(commits), "saving commits"):
+        whole = commit.id not in graph.bad and not damaged(commit.tree)
+        if whole:
+            try:
+                state = repo.loader.materialize(commit.tree)
+                (out / f"{commit.id.hex}.json").write_bytes(orjson.dumps(to_jsonable(state)))
+            except SnapvcError:
+                whole = False
+        (saved if whole else lost).append(commit.id)
+        index.append({"id": commit.id.hex, "refs": labels.get(commit.id, []), "message": commit.message,
+                      "metadata": orjson.loads(commit.metadata_json), "time": commit.time.isoformat(),
+                      "parents": [p.hex for p in commit.parents], "saved": whole})
+    (out / "index.json").write_bytes(orjson.dumps(index, option=orjson.OPT_INDENT_2))
+    return SalvageResult(out, tuple(saved), tuple(lost))

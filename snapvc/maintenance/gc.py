@@ -1,0 +1,486 @@
+"""Garbage collection: plan what no root reaches, then sweep it, safely beside writers.
+
+Roots (invariant 5 of docs/design.md):
+
+- every ref (branches, tags, a detached HEAD);
+- every reflog entry younger than the reflog expiry (older entries are expired by the
+  sweep, so no entry ever names a deleted commit);
+- every object, and every commit of the commit index, younger than the grace period (by
+  its ``mtime``, which a put of an existing id refreshes): what a writer in another
+  process stored but no ref reaches yet is safe for that long.
+
+What roots reach is kept: commits through all their parents, their trees, and the delta
+bases of every kept frame (transitively: a base may itself be a delta); compression
+dictionaries are never deleted. The rest is the plan's garbage.
+
+The sweep runs in one write transaction, which excludes every writer. Inside it, the
+roots are read again and what they reach beyond the plan is kept too (a commit made
+between plan and sweep), and each doomed object's age is read again (a writer may have
+put it again since). Then it deletes, expires the reflog, and bumps the gc epoch in the
+same transaction. A writer compares the epoch it cached under with the current one
+inside its own commit transaction (``Repository.commit``): encoder caches, delta bases
+held in memory and objects found stored before a sweep may name deleted objects, so a
+changed epoch drops them all and the commit is encoded again from scratch.
+
+Retention (``Keep``) thins a branch's first-parent history like ``restic forget``: keep
+the last N commits, and the newest commit of each of the last N hours, days, weeks that
+have commits. Kept commits older than the first dropped one keep their ids; every newer
+kept commit is written again with the same tree, author, time, message and metadata and
+a single parent, the previous kept commit (so its id changes, and a kept merge commit
+loses its second parents). The branch moves by compare-and-swap with a reflog entry; a
+branch another writer moved meanwhile is left as it was and named in the report. The
+old commits stay reachable from the reflog until their entries expire: pass
+``reflog_expiry=0`` to free their space in the same run. Tags keep what they point at.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from snapvc.errors import RefConflictError, RepositoryError, SnapvcError
+from snapvc.ids import ObjectId
+from snapvc.maintenance.graph import (
+    Progress,
+    batches,
+    no_progress,
+    read_batch,
+    read_children,
+    read_commit,
+    ref_roots,
+    reflog_roots,
+)
+from snapvc.objects import COMMIT, Commit
+from snapvc.refs.names import HEADS
+from snapvc.store.codec import frame_base, open_object_store
+
+if TYPE_CHECKING:
+    from snapvc.repository import Repository
+
+__all__ = ["Keep", "GcPlan", "GcReport", "plan_gc", "sweep", "gc", "thin_history", "DEFAULT_GRACE",
+           "DEFAULT_REFLOG_EXPIRY"]
+
+DEFAULT_GRACE = timedelta(hours=1)
+DEFAULT_REFLOG_EXPIRY = timedelta(days=30)
+
+
+def _seconds(value: timedelta | float, name: str) -> float:
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise TypeError(f"{name} is a timedelta or seconds, not {value!r}")
+    if seconds < 0:
+        raise ValueError(f"{name} must not be negative, got {value!r}")
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """A retention policy for each branch's first-parent history (``restic forget``'s
+    ``--keep-last/hourly/daily/weekly``). A commit is kept if any rule keeps it; the tip
+    always is. ``branches``: the branches it applies to (default: all)."""
+
+    last: int = 0
+    hourly: int = 0
+    daily: int = 0
+    weekly: int = 0
+    branches: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("last", "hourly", "daily", "weekly"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"Keep.{name} is a count >= 0, got {value!r}")
+        if not (self.last or self.hourly or self.daily or self.weekly):
+            raise ValueError("a Keep policy needs at least one of last, hourly, daily, weekly")
+
+    def __str__(self) -> str:
+        rules = [f"{name} {getattr(self, name)}" for name in ("last", "hourly", "daily", "weekly") if getattr(self, name)]
+        return "keep " + ", ".join(rules)
+
+    def select(self, chain: list[Commit]) -> set[ObjectId]:
+        """The ids kept of ``chain`` (a first-parent history, newest first)."""
+        kept = {c.id for c in chain[: max(self.last, 1)]}
+        for count, bucket in ((self.hourly, _hour), (self.daily, _day), (self.weekly, _week)):
+            seen: set[Any] = set()
+            for c in chain:
+                if len(seen) >= count:
+                    break
+                b = bucket(c.timestamp_us)
+                if b not in seen:
+                    seen.add(b)
+                    kept.add(c.id)
+        return kept
+
+
+def _utc(us: int) -> datetime:
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)
+
+
+def _hour(us: int) -> Any:
+    return us // 3_600_000_000
+
+
+def _day(us: int) -> Any:
+    return _utc(us).date()
+
+
+def _week(us: int) -> Any:
+    return _utc(us).isocalendar()[:2]
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """A branch whose history retention thinned: its tip before and after, and how many
+    of its first-parent commits were kept of how many."""
+
+    branch: str
+    old_tip: ObjectId
+    new_tip: ObjectId
+    kept: int
+    total: int
+
+
+@dataclass
+class GcPlan:
+    """What a gc would delete, and why the rest stays. Built by ``plan_gc``; ``sweep``
+    carries it out."""
+
+    now: float
+    grace_seconds: float
+    reflog_before: float
+    reachable_objects: set[ObjectId]
+    reachable_commits: set[ObjectId]
+    garbage_objects: dict[ObjectId, int]  # id -> stored bytes
+    garbage_commits: dict[ObjectId, int]  # id -> canonical bytes (kept in the commit index)
+    young_objects: int  # unreachable, kept by the grace period
+    delta_bases: int  # unreachable, kept because a kept frame is a delta on them
+    total_objects: int
+    total_commits: int
+    rewrites: list[Rewrite] = field(default_factory=list)
+    skipped_branches: list[str] = field(default_factory=list)
+
+    @property
+    def bytes_to_free(self) -> int:
+        return sum(self.garbage_objects.values()) + sum(self.garbage_commits.values())
+
+
+@dataclass(frozen=True, slots=True)
+class GcReport:
+    """What a gc did (or, with ``dry_run``, would do): objects and commits removed, by id,
+    the bytes freed, what was kept and why, and the branches retention rewrote."""
+
+    dry_run: bool
+    removed_objects: tuple[ObjectId, ...]
+    removed_commits: tuple[ObjectId, ...]
+    bytes_freed: int
+    objects_before: int
+    commits_before: int
+    kept_young: int  # unreachable objects younger than the grace period
+    kept_delta_bases: int
+    expired_reflog_entries: int
+    rewrites: tuple[Rewrite, ...]
+    skipped_branches: tuple[str, ...]  # retention left them: another writer moved them
+    seconds: float
+
+    def __str__(self) -> str:
+        verb = "would remove" if self.dry_run else "removed"
+        from snapvc.repository import format_bytes
+
+        text = (f"{verb} {len(self.removed_objects)} of {self.objects_before} objects and "
+                f"{len(self.removed_commits)} of {self.commits_before} commits, "
+                f"{format_bytes(self.bytes_freed)}; kept {self.kept_young} younger than the grace period "
+                f"and {self.kept_delta_bases} delta bases")
+        if self.expired_reflog_entries:
+            text += f"; {'would expire' if self.dry_run else 'expired'} {self.expired_reflog_entries} reflog entries"
+        for r in self.rewrites:
+            text += f"\n{r.branch}: kept {r.kept} of {r.total} commits ({r.old_tip.short} -> {r.new_tip.short})"
+        for b in self.skipped_branches:
+            text += f"\n{b}: not thinned, another writer moved it meanwhile"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-safe values (ids in hex)."""
+        return {
+            "dry_run": self.dry_run, "removed_objects": [o.hex for o in self.removed_objects],
+            "removed_commits": [c.hex for c in self.removed_commits], "bytes_freed": self.bytes_freed,
+            "objects_before": self.objects_before, "commits_before": self.commits_before,
+            "kept_young": self.kept_young, "kept_delta_bases": self.kept_delta_bases,
+            "expired_reflog_entries": self.expired_reflog_entries,
+            "rewrites": [{"branch": r.branch, "old_tip": r.old_tip.hex, "new_tip": r.new_tip.hex, "kept": r.kept,
+                          "total": r.total} for r in self.rewrites],
+            "skipped_branches": list(self.skipped_branches), "seconds": round(self.seconds, 3),
+        }
+
+
+# -- retention ------------------------------------------------------------------------------
+
+
+def _first_parent_chain(repo: Repository, tip: ObjectId) -> list[Commit]:
+    chain, oid = [], tip
+    while oid is not None:
+        commit = repo.get_commit(oid, walking=True)
+        chain.append(commit)
+        oid = commit.parent
+    return chain
+
+
+def thin_history(repo: Repository, keep: Keep, *, dry_run: bool = False) -> tuple[list[Rewrite], list[str], dict[ObjectId, Commit]]:
+    """Apply ``keep`` to every branch (see the module docstring): the rewrites, the
+    branches left because another writer moved them, and the new commits (written unless
+    ``dry_run``)."""
+    rewrites: list[Rewrite] = []
+    skipped: list[str] = []
+    made: dict[ObjectId, Commit] = {}
+    for name, tip in repo.refs.list(HEADS).items():
+        branch = name[len(HEADS):]
+        if keep.branches is not None and branch not in keep.branches:
+            continue
+        chain = _first_parent_chain(repo, tip)
+        kept = keep.select(chain)
+        if len(kept) == len(chain):
+            continue
+        new_commits: list[Commit] = []
+        previous: Commit | None = None
+        rewriting = False
+        for commit in reversed(chain):
+            if commit.id not in kept:
+                rewriting = True
+                continue
+            if rewriting:
+                commit, _ = Commit.create(
+                    tree=commit.tree, parents=(previous.id,) if previous is not None else (), author=commit.author,
+                    timestamp_us=commit.timestamp_us, message=commit.message,
+                    metadata=orjson.loads(commit.metadata_json),
+                    generation=1 + (previous.generation if previous is not None else 0))
+                new_commits.append(commit)
+            previous = commit
+        assert previous is not None
+        rewrite = Rewrite(branch, tip, previous.id, len(kept), len(chain))
+        if not dry_run:
+            try:
+                with repo._write_lock, repo.backend.transaction():
+                    for commit in new_commits:
+                        repo.commits.add(commit)
+                    if not repo.refs.compare_and_swap(name, tip, previous.id, f"gc: {keep}, {len(kept)} of {len(chain)} commits"):
+                        raise RefConflictError(name, tip, repo.refs.get(name))
+            except RefConflictError:
+                skipped.append(branch)
+                continue
+        made.update((c.id, c) for c in new_commits)
+        rewrites.append(rewrite)
+    return rewrites, skipped, made
+
+
+# -- marking --------------------------------------------------------------------------------
+
+
+class _Marker:
+    """What roots reach: commits (all parents) and the objects of their trees."""
+
+    def __init__(self, repo: Repository, store: Any, extra_commits: dict[ObjectId, Commit],
+                 stored: set[ObjectId]) -> None:
+        self.repo = repo
+        self.store = store
+        self.extra = extra_commits  # commits of a dry run's thinning, not written
+        self.stored = stored  # every id in the object store (commit objects of older files included)
+        self.commits: set[ObjectId] = set()
+        self.objects: set[ObjectId] = set()
+
+    def mark(self, roots: Iterable[tuple[ObjectId, str]], progress: Progress = no_progress) -> None:
+        trees: list[ObjectId] = []
+        waiting = [(oid, why) for oid, why in roots]
+        while waiting:
+            oid, why = waiting.pop()
+            if oid in self.commits:
+                continue
+            commit = self.extra.get(oid)
+            if commit is None:
+                try:
+                    commit = read_commit(self.repo, self.store, oid)
+                except SnapvcError as exc:
+                    raise RepositoryError(f"gc stopped before deleting anything: commit {oid} ({why}) cannot be "
+                                          f"read: {exc}; run 'snapvc fsck'") from None
+            self.commits.add(oid)
+            if oid in self.stored:
+                self.objects.add(oid)  # an older file's commit object
+            if commit.tree not in self.objects:
+                trees.append(commit.tree)
+            waiting.extend((p, f"parent of {oid.short}") for p in commit.parents)
+        self._mark_trees(trees, progress)
+
+    def _mark_trees(self, level: list[ObjectId], progress: Progress) -> None:
+        level = [oid for oid in dict.fromkeys(level) if oid not in self.objects]
+        while level:
+            self.objects.update(level)
+            found, errors = read_batch(self.store, level)
+            if errors:
+                oid, exc = next(iter(errors.items()))
+                raise RepositoryError(f"gc stopped before deleting anything: reachable object {oid} cannot be read "
+                                      f"({exc}); {len(errors)} such; run 'snapvc fsck'")
+            following: list[ObjectId] = []
+            for oid, data in found.items():
+                try:
+                    children = read_children(oid, data)
+                except SnapvcError as exc:
+                    raise RepositoryError(f"gc stopped before deleting anything: reachable object {oid} does not "
+                                          f"decode ({exc}); run 'snapvc fsck'") from None
+                following.extend(c for c, _ in children if c not in self.objects)
+            level = list(dict.fromkeys(following))
+
+
+def _roots(repo: Repository, now: float, reflog_before: float, grace: float, commit_ages: dict[ObjectId, float],
+           moved: dict[str, ObjectId] | None = None) -> list[tuple[ObjectId, str]]:
+    roots = [((moved or {}).get(name, oid), name) for name, oid in ref_roots(repo).items()]
+    roots += [(oid, why) for oid, why in reflog_roots(repo, reflog_before).items()]
+    roots += [(oid, "younger than the grace period") for oid, t in commit_ages.items()
+              if t >= now - grace and repo.commits.get(oid) is not None]
+    return roots
+
+
+def _frames(repo: Repository, ids: list[ObjectId], progress: Progress) -> tuple[dict[ObjectId, int], dict[ObjectId, ObjectId]]:
+    """Stored size of each object and the base of each delta frame, from the raw frames."""
+    sizes: dict[ObjectId, int] = {}
+    bases: dict[ObjectId, ObjectId] = {}
+    raw = repo.backend.objects
+    for batch in progress(batches(ids), -(-len(ids) // 500), "reading frames"):
+        for oid, frame in raw.get_many(batch).items():
+            sizes[oid] = len(frame)
+            try:
+                base = frame_base(oid, frame)
+            except SnapvcError:
+                base = None  # a damaged header: fsck names it; keeping it is the safe side
+            if base is not None:
+                bases[oid] = base
+    return sizes, bases
+
+
+def _with_bases(kept: Iterable[ObjectId], bases: dict[ObjectId, ObjectId]) -> set[ObjectId]:
+    """``kept`` and, transitively, the delta bases their frames need."""
+    out = set(kept)
+    for oid in list(out):
+        base = bases.get(oid)
+        while base is not None and base not in out:
+            out.add(base)
+            base = bases.get(base)
+    return out
+
+
+def plan_gc(repo: Repository, *, grace: timedelta | float = DEFAULT_GRACE,
+            reflog_expiry: timedelta | float = DEFAULT_REFLOG_EXPIRY, extra_commits: dict[ObjectId, Commit] | None = None,
+            moved: dict[str, ObjectId] | None = None, extra_roots: list[tuple[ObjectId, str]] = (),  # type: ignore[assignment]
+            progress: Progress = no_progress) -> GcPlan:
+    """Mark from the roots and list what is garbage; nothing is changed. ``extra_commits``,
+    ``moved`` (ref -> tip) and ``extra_roots`` describe refs moved to commits not written
+    (a dry run of thinning)."""
+    grace_s, expiry_s = _seconds(grace, "grace"), _seconds(reflog_expiry, "reflog_expiry")
+    now = float(repo.clock())
+    store = open_object_store(repo.backend.objects)  # a fresh stack: nothing served from caches
+    ids = list(repo.backend.objects.iter_ids())
+    sizes, bases = _frames(repo, ids, progress)
+    commit_ages = repo.commits.mtimes()
+    marker = _Marker(repo, store, extra_commits or {}, set(ids))
+    marker.mark([*_roots(repo, now, now - expiry_s, grace_s, commit_ages, moved), *extra_roots], progress)
+    ages = {}
+    unreachable = [oid for oid in ids if oid not in marker.objects]
+    for batch in batches(unreachable):
+        ages.update(repo.backend.objects.mtimes(batch))
+    young = {oid for oid in unreachable if ages.get(oid, 0.0) >= now - grace_s}
+    keep = _with_bases(marker.objects | young, bases)
+    garbage_objects = {oid: sizes.get(oid, 0) for oid in ids if oid not in keep}
+    all_commits = repo.commits.ids()
+    garbage_commits = {oid: len(c.encode()) for oid in all_commits if oid not in marker.commits
+                       and (c := repo.commits.get(oid)) is not None}
+    if extra_commits:
+        garbage_commits = {oid: n for oid, n in garbage_commits.items() if oid not in extra_commits}
+    return GcPlan(
+        now=now, grace_seconds=grace_s, reflog_before=now - expiry_s,
+        reachable_objects=marker.objects, reachable_commits=marker.commits,
+        garbage_objects=garbage_objects, garbage_commits=garbage_commits,
+        young_objects=len(young),
+        delta_bases=len(keep) - len(marker.objects | young),
+        total_objects=len(ids), total_commits=len(all_commits),
+    )
+
+
+# -- sweeping -------------------------------------------------------------------------------
+
+
+def sweep(repo: Repository, plan: GcPlan, progress: Progress = no_progress) -> tuple[list[ObjectId], list[ObjectId], int, int]:
+    """Delete ``plan``'s garbage in one write transaction, after keeping whatever the
+    roots reach now and whatever was put again since (see the module docstring).
+    Returns the objects and commits deleted, the bytes freed and the reflog entries
+    expired."""
+    store = open_object_store(repo.backend.objects)
+    with repo._write_lock, repo.backend.transaction():
+        ids = set(plan.garbage_objects) | plan.reachable_objects
+        marker = _Marker(repo, store, {}, ids)
+        marker.commits, marker.objects = set(plan.reachable_commits), set(plan.reachable_objects)
+        commit_ages = repo.commits.mtimes()
+        # Roots as they are now: refs and reflog entries written since the plan, commits
+        # made since; the ages use the plan's time, so nothing the plan kept is dropped.
+        marker.mark(_roots(repo, plan.now, plan.reflog_before, plan.grace_seconds, commit_ages), progress)
+        doomed = [oid for oid in plan.garbage_objects if oid not in marker.objects]
+        ages: dict[ObjectId, float] = {}
+        for batch in batches(doomed):
+            ages.update(repo.backend.objects.mtimes(batch))
+        doomed = [oid for oid in doomed if oid in ages and ages[oid] < plan.now - plan.grace_seconds]
+        if len(doomed) < len(plan.garbage_objects):
+            # Something the plan doomed is kept after all: keep its delta bases too.
+            kept = (set(plan.garbage_objects) - set(doomed)) & set(ages)
+            _, bases = _frames(repo, list(kept), no_progress)
+            doomed_set = set(doomed) - _with_bases(kept, bases)
+            doomed = [oid for oid in doomed if oid in doomed_set]
+        doomed_commits = [oid for oid in plan.garbage_commits if oid not in marker.commits
+                          and commit_ages.get(oid, 0.0) < plan.now - plan.grace_seconds]
+        removed = 0
+        for batch in progress(batches(doomed), -(-len(doomed) // 500), "deleting objects"):
+            removed += repo.backend.objects.delete_many(batch)
+        repo.commits.delete_many(doomed_commits)
+        # Entries at or before ``reflog_before`` were no roots: none may outlive its commits.
+        expired = repo.refs.expire_reflog(math.nextafter(plan.reflog_before, math.inf))
+        repo.commits.forget_mtimes(plan.now - plan.grace_seconds)
+        if doomed or doomed_commits:
+            repo.backend.bump_gc_epoch()
+    freed = sum(plan.garbage_objects[o] for o in doomed) + sum(plan.garbage_commits[c] for c in doomed_commits)
+    return doomed, doomed_commits, freed, expired
+
+
+def gc(repo: Repository, *, dry_run: bool = False, grace: timedelta | float = DEFAULT_GRACE,
+       reflog_expiry: timedelta | float = DEFAULT_REFLOG_EXPIRY, keep: Keep | None = None,
+       progress: Progress = no_progress) -> GcReport:
+    """Thin history by ``keep`` (if given), plan, then sweep (unless ``dry_run``)."""
+    started = time.perf_counter()
+    grace_s, expiry_s = _seconds(grace, "grace"), _seconds(reflog_expiry, "reflog_expiry")
+    rewrites: list[Rewrite] = []
+    skipped: list[str] = []
+    extra: dict[ObjectId, Commit] = {}
+    if keep is not None:
+        rewrites, skipped, extra = thin_history(repo, keep, dry_run=dry_run)
+    # A dry run plans as if the branches had moved: their new tips (commits kept in
+    # ``extra`` only) are roots, and their old tips too while the reflog would name them.
+    moved = {HEADS + r.branch: r.new_tip for r in rewrites} if dry_run else {}
+    old_tips = [(r.old_tip, f"{HEADS}{r.branch}@{{reflog}}") for r in rewrites] if dry_run and expiry_s > 0 else []
+    plan = plan_gc(repo, grace=grace_s, reflog_expiry=expiry_s, extra_commits=extra, moved=moved,
+                   extra_roots=old_tips, progress=progress)
+    expired = sum(1 for name in repo.refs.reflog_names() for e in repo.refs.reflog(name) if e.time <= plan.reflog_before)
+    if dry_run:
+        objects, commits, freed = list(plan.garbage_objects), list(plan.garbage_commits), plan.bytes_to_free
+    else:
+        objects, commits, freed, expired = sweep(repo, plan, progress)
+        repo._drop_caches()
+    return GcReport(
+        dry_run=dry_run, removed_objects=tuple(objects), removed_commits=tuple(commits), bytes_freed=freed,
+        objects_before=plan.total_objects, commits_before=plan.total_commits,
+        kept_young=plan.young_objects, kept_delta_bases=plan.delta_bases,
+        expired_reflog_entries=expired, rewrites=tuple(rewrites), skipped_branches=tuple(skipped),
+        seconds=time.perf_counter() - started,
+    )
