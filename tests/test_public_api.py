@@ -80,3 +80,23 @@ def test_a_closed_repository_says_so() -> None:
             assert "closed" in str(exc)
         else:
             raise AssertionError("a closed repository was used without an error")
+
+
+SAVER_METHODS = {
+    "put", "put_writes", "get_tuple", "list", "delete_thread", "delete_for_runs", "copy_thread", "prune",
+    "aput", "aput_writes", "aget_tuple", "alist", "adelete_thread", "adelete_for_runs", "acopy_thread", "aprune",
+    "from_conn_string", "close",
+}
+
+
+def test_the_langgraph_saver_is_the_integration_s_public_face() -> None:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    import snapvc.integrations.langgraph as integration
+
+    assert integration.__all__ == ["SnapvcSaver"]
+    saver = integration.SnapvcSaver
+    assert issubclass(saver, BaseCheckpointSaver)
+    assert SAVER_METHODS <= {name for name, _ in inspect.getmembers(saver) if not name.startswith("_")}
+    for name in SAVER_METHODS - {"from_conn_string", "close"}:  # overridden, not BaseCheckpointSaver's stubs
+        assert getattr(saver, name) is not getattr(BaseCheckpointSaver, name), name
