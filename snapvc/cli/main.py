@@ -20,7 +20,7 @@ import click
 from click.shell_completion import get_completion_class
 
 import snapvc
-from snapvc.cli import change, git, inspect
+from snapvc.cli import change, git, inspect, maintenance
 from snapvc.cli.common import Output
 from snapvc.errors import (
     AmbiguousRevisionError,
@@ -97,7 +97,8 @@ def completion(shell: str) -> None:
 
 for command in (change.init, change.commit, inspect.checkout, inspect.show, inspect.log, inspect.diff,
                 change.branch, change.tag, change.reset, change.merge, change.revert, change.cherry_pick,
-                inspect.history, inspect.reflog, inspect.stats, git.export_git, git.import_git):
+                inspect.history, inspect.reflog, inspect.stats, git.export_git, git.import_git, maintenance.gc,
+                maintenance.fsck):
     cli.add_command(command)
 
 
