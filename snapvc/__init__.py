@@ -56,6 +56,7 @@ from snapvc.objects import Commit
 from snapvc.patch import DiffStat, apply_changes, apply_patch, diff_stat, to_json_patch
 from snapvc.refs.base import ReflogEntry
 from snapvc.git.results import ExportResult, ImportResult
+from snapvc.maintenance import FsckReport, GcReport, Keep
 from snapvc.repository import BranchStats, Repository, RepoStats, import_git, open
 from snapvc.state import Checkpoint, State
 from snapvc.threads import Session, Thread, parse_thread_branch, thread_branch
@@ -87,6 +88,9 @@ __all__ = [
     "import_git",
     "ExportResult",
     "ImportResult",
+    "Keep",
+    "GcReport",
+    "FsckReport",
     "ReflogEntry",
     "State",
     "Checkpoint",
