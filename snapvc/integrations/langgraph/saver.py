@@ -65,7 +65,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 import snapvc
 from snapvc.errors import InvalidRefNameError, RefConflictError, UnsupportedValueError
 from snapvc.ids import ObjectId
-from snapvc.integrations.langgraph.values import MISSING, Reader, decode, is_serialized, top_key, wrap
+from snapvc.integrations.langgraph.values import MISSING, Reader, decode, is_serialized, path_steps, wrap
 from snapvc.objects import Commit
 from snapvc.refs.names import HEADS
 from snapvc.repository import DEFAULT_BRANCH, Repository
@@ -525,7 +525,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             try:
                 return self.repo.commit(values, branch=branch, message=message, metadata=meta, parents=parents)
             except UnsupportedValueError as exc:
-                steps = top_key(exc)
+                steps = path_steps(exc)
                 if not steps or steps[0] not in values or is_serialized(values[steps[0]]):
                     raise
                 channel = steps[0]
@@ -576,7 +576,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                     state.snapshot(message=message)
                     return
                 except UnsupportedValueError as exc:
-                    steps = top_key(exc)
+                    steps = path_steps(exc)
                     if steps[:2] == (_PAST, checkpoint_id):
                         steps = steps[1:]  # (checkpoint id, i, 2, ...) like (latest, i, 2, ...)
                     elif steps[:1] != (_LATEST,):

@@ -36,7 +36,7 @@ from snapvc.errors import CorruptObjectError, UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
 
-__all__ = ["MISSING", "SERIALIZED", "Reader", "top_key", "decode", "wrap", "is_serialized"]
+__all__ = ["MISSING", "SERIALIZED", "Reader", "path_steps", "decode", "wrap", "is_serialized"]
 
 _TAG_TUPLE = 1
 _TAG_STR = 0
@@ -70,7 +70,7 @@ def decode(value: Any, serde: SerializerProtocol) -> Any:
     return value
 
 
-def top_key(error: UnsupportedValueError) -> tuple[Any, ...]:
+def path_steps(error: UnsupportedValueError) -> tuple[Any, ...]:
     """The steps of the path an ``UnsupportedValueError`` names (``state['a'][3]`` ->
     ``('a', 3)``); empty if it names the state itself."""
     path = error.path
