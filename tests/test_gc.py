@@ -1,0 +1,223 @@
+"""gc: what it removes, what it keeps (refs, recent reflog, young objects, delta bases),
+retention, dry runs, and writers whose caches name what a sweep deleted."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+import snapvc
+from snapvc import Keep
+from snapvc.errors import UnknownRevisionError
+from snapvc.maintenance.graph import ref_roots
+
+HOUR = 3600.0
+
+
+class Clock:
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _grow(repo: snapvc.Repository, clock: Clock, steps: int, branch: str = "main", step_seconds: float = 600) -> dict:
+    state: dict = {"messages": [], "doc": f"intro to {branch} " * 3000}
+    for i in range(steps):
+        state["messages"].append({"role": "user", "content": f"message {i} on {branch} " * 40})
+        state["doc"] = state["doc"][:2000] + f" edit {i} " + state["doc"][2000:]
+        state["step"] = i
+        repo.commit(state, branch=branch, message=f"step {i}", metadata={"step": i})
+        clock.now += step_seconds
+    return state
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+def repo_and_clock(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[snapvc.Repository, Clock]:
+    clock = Clock()
+    location = str(tmp_path / "gc.snapvc") if request.param == "sqlite" else "memory://"
+    repo = snapvc.open(location, clock=clock)
+    yield repo, clock
+    repo.close()
+
+
+def test_nothing_to_remove_in_a_fresh_history(repo_and_clock: tuple[snapvc.Repository, Clock]) -> None:
+    repo, clock = repo_and_clock
+    _grow(repo, clock, 10)
+    report = repo.gc(grace=0)
+    assert report.removed_objects == () and report.removed_commits == () and report.bytes_freed == 0
+    assert report.objects_before > 0 and report.commits_before == 10
+    assert repo.fsck().ok
+
+
+def test_a_deleted_branch_is_kept_by_its_reflog_then_removed_with_the_bytes_counted(
+        repo_and_clock: tuple[snapvc.Repository, Clock]) -> None:
+    repo, clock = repo_and_clock
+    final = _grow(repo, clock, 5)
+    repo.branch("scratch")
+    _grow(repo, clock, 5, branch="scratch")
+    scratch_tip = repo.resolve("scratch")
+    repo.delete_branch("scratch")
+    clock.now += 2 * HOUR
+    assert repo.gc(grace=HOUR).removed_commits == ()  # the reflog (30 days) still names it
+    clock.now += 31 * 86400
+    before = repo.backend.objects.sizes()
+    dry = repo.gc(dry_run=True)
+    assert len(dry.removed_commits) == 5 and scratch_tip in dry.removed_commits
+    assert repo.backend.objects.sizes() == before  # a dry run changes nothing
+    report = repo.gc()
+    assert set(report.removed_commits) == set(dry.removed_commits)
+    assert set(report.removed_objects) == set(dry.removed_objects) and report.bytes_freed == dry.bytes_freed
+    after = repo.backend.objects.sizes()
+    assert before.objects - after.objects == len(report.removed_objects) > 0
+    object_bytes = before.stored_bytes - after.stored_bytes
+    assert 0 < object_bytes <= report.bytes_freed  # plus the commits' rows
+    assert report.expired_reflog_entries > 0 and repo.reflog("scratch") == []
+    assert repo.checkout("main") == final and repo.fsck().ok
+    with pytest.raises(UnknownRevisionError):
+        repo.resolve(scratch_tip.hex)
+
+
+def test_young_unreachable_objects_are_kept_until_the_grace_period_ends(tmp_path: Path) -> None:
+    clock = Clock()
+    with snapvc.open(tmp_path / "young.snapvc", clock=clock) as repo:
+        repo.commit({"a": 1})
+        # Another writer's work in progress: stored, no ref yet (as commit_tree leaves it).
+        orphan = repo.commit_tree({"draft": "x" * 5000}, parents=[repo.resolve("main")])
+        clock.now += 10
+        report = repo.gc(grace=HOUR, reflog_expiry=0)
+        assert report.removed_commits == () and report.removed_objects == ()
+        assert report.kept_young == 0  # the young commit is a root, so its objects are reached
+        assert repo.checkout(orphan.id) == {"draft": "x" * 5000}
+        clock.now += 2 * HOUR
+        report = repo.gc(grace=HOUR, reflog_expiry=0)
+        assert orphan.id in report.removed_commits and len(report.removed_objects) >= 1
+        assert repo.fsck().ok
+
+
+def test_put_of_an_existing_object_refreshes_its_age(repo_and_clock: tuple[snapvc.Repository, Clock]) -> None:
+    repo, clock = repo_and_clock
+    repo.commit({"doc": "y" * 5000})
+    oid = next(iter(repo.backend.objects.iter_ids()))
+    first = repo.backend.objects.mtimes([oid])[oid]
+    clock.now += HOUR
+    repo.backend.objects.put_many([(oid, repo.backend.objects.get(oid))])
+    assert repo.backend.objects.mtimes([oid])[oid] == pytest.approx(first + HOUR)
+
+
+def test_delta_bases_of_kept_frames_are_kept(repo_and_clock: tuple[snapvc.Repository, Clock]) -> None:
+    repo, clock = repo_and_clock
+    final = _grow(repo, clock, 20)
+    clock.now += 40 * 86400
+    report = repo.gc(keep=Keep(last=3), reflog_expiry=0, grace=0)
+    assert report.rewrites and report.rewrites[0].kept == 3 and report.rewrites[0].total == 20
+    assert report.kept_delta_bases > 0  # old node versions the kept frames are deltas on
+    assert len(report.removed_commits) == 20  # the 3 kept ones were written again
+    fresh = snapvc.Repository(repo.backend)  # nothing served from the caches
+    assert fresh.checkout("main") == final
+    assert [c.metadata["step"] for c in fresh.log("main")] == [19, 18, 17]
+    assert repo.fsck().ok
+
+
+def test_retention_keeps_last_hourly_daily_weekly_and_ids_before_the_first_drop(tmp_path: Path) -> None:
+    clock = Clock(datetime(2026, 1, 5, tzinfo=UTC).timestamp())  # a Monday
+    with snapvc.open(tmp_path / "keep.snapvc", clock=clock) as repo:
+        for i in range(4 * 24 * 4):  # four days, every 15 minutes
+            repo.commit({"step": i}, message=f"{i}", metadata={"step": i})
+            clock.now += 900
+        repo.tag("first", at=[c.id for c in repo.log("main")][-1])
+        untouched = [c.id for c in repo.log("main")][-1]
+        dry = repo.gc(keep=Keep(last=4, hourly=6, daily=3), dry_run=True)
+        assert repo.resolve("main") == dry.rewrites[0].old_tip  # nothing moved
+        report = repo.gc(keep=Keep(last=4, hourly=6, daily=3))
+        steps = [c.metadata["step"] for c in repo.log("main")]
+        # last 4; newest of each of the last 6 hours (4 of them already kept: 383, 379, ...);
+        # newest of each of the last 3 days.
+        assert steps[:4] == [383, 382, 381, 380]
+        assert steps[4:9] == [379, 375, 371, 367, 363]
+        assert 287 in steps and 191 in steps and len(steps) == len(set(steps))
+        assert report.rewrites[0].kept == len(steps) and dry.rewrites[0].kept == len(steps)
+        assert repo.checkout("main") == {"step": 383}
+        assert repo.resolve("first") == untouched  # tags keep what they point at
+        assert [c.generation for c in repo.log("main")] == list(range(len(steps), 0, -1))
+        assert "gc: keep last 4, hourly 6, daily 3" in repo.reflog("main")[0].reason
+        assert repo.reset("main", to="main@{1}").metadata["step"] == 383  # the old history, from the reflog
+        assert len(list(repo.log("main"))) == 384
+
+
+def test_retention_leaves_a_branch_that_moved_meanwhile(repo_and_clock: tuple[snapvc.Repository, Clock],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, clock = repo_and_clock
+    _grow(repo, clock, 6)
+    monkeypatch.setattr(repo.refs, "compare_and_swap", lambda *args: False)
+    report = repo.gc(keep=Keep(last=2))
+    assert report.skipped_branches == ("main",) and report.rewrites == ()
+    monkeypatch.undo()
+    assert len(list(repo.log("main"))) == 6
+
+
+def test_a_writer_whose_caches_name_swept_objects_commits_whole(tmp_path: Path) -> None:
+    """Writer A's encoder caches the encoding of a large state; the branch is reset past
+    it and a gc (another Repository on the same file) sweeps its objects; A commits the
+    same Python objects again. Without the gc epoch, A reuses the cached ids of deleted
+    objects and commits a state that cannot be read."""
+    clock = Clock()
+    path = tmp_path / "race.snapvc"
+    writer = snapvc.open(path, clock=clock)
+    state = {"doc": "base " * 5000, "items": [{"n": i, "text": "t" * 300} for i in range(200)]}
+    writer.commit({"start": True})
+    writer.commit(state)
+    writer.reset("main", to="main~1")
+    clock.now += 40 * 86400
+    with snapvc.open(path, clock=clock) as collector:
+        report = collector.gc(grace=0, reflog_expiry=0)
+        assert len(report.removed_objects) > 10
+    writer.commit(state)  # the same objects: the cache would say "encoded already"
+    with snapvc.open(path) as reader:
+        assert reader.checkout("main") == state and reader.fsck().ok
+    writer.close()
+
+
+def test_a_branch_to_a_commit_a_gc_removed_meanwhile_is_refused(tmp_path: Path) -> None:
+    clock = Clock()
+    path = tmp_path / "move.snapvc"
+    writer = snapvc.open(path, clock=clock)
+    writer.commit({"a": 1})
+    doomed = writer.commit({"a": 2})
+    writer.reset("main", to="main~1")
+    writer.resolve(doomed.id.hex)  # now cached in this process
+    clock.now += 40 * 86400
+    with snapvc.open(path, clock=clock) as collector:
+        assert doomed.id in collector.gc(grace=0, reflog_expiry=0).removed_commits
+    with pytest.raises(UnknownRevisionError, match="removed by gc"):
+        writer.branch("revive", at=doomed.id)
+    assert "revive" not in writer.branches()
+    writer.close()
+
+
+def test_gc_refuses_to_sweep_a_damaged_repository(tmp_path: Path) -> None:
+    clock = Clock()
+    with snapvc.open(tmp_path / "bad.snapvc", clock=clock) as repo:
+        repo.commit({"doc": "z" * 9000, "more": ["w" * 3000]})
+        victim = next(oid for oid in repo.backend.objects.iter_ids())
+        repo.backend.objects.delete_many([victim])
+        with pytest.raises(snapvc.RepositoryError, match="gc stopped before deleting anything"):
+            repo.gc(grace=0)
+        assert repo.backend.objects.sizes().objects > 0
+
+
+def test_keep_needs_a_rule_and_counts() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        Keep()
+    with pytest.raises(ValueError, match="Keep.last"):
+        Keep(last=-1)
+
+
+def test_ref_roots_include_a_detached_head(tmp_path: Path) -> None:
+    with snapvc.open(tmp_path / "head.snapvc") as repo:
+        c = repo.commit({"a": 1})
+        repo.refs.compare_and_swap("HEAD", None, c.id, "detach")
+        assert ref_roots(repo)["HEAD"] == c.id
