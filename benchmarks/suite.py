@@ -30,6 +30,7 @@ from benchmarks import (
     agent_run,
     branching,
     deep_history,
+    git_export,
     growth,
     langgraph_graph,
     large_state,
@@ -56,7 +57,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS_PATH = ROOT / "docs" / "benchmarks.md"
 WORKLOADS: dict[str, ModuleType] = {
     module.NAME: module
-    for module in (agent_run, growth, large_state, wide_map, long_list, deep_history, branching, langgraph_graph)
+    for module in (agent_run, growth, large_state, wide_map, long_list, deep_history, branching, langgraph_graph,
+                   git_export)
 }
 SCALES = {scale.name: scale for scale in (FULL, QUICK)}
 
