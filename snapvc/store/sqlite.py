@@ -268,7 +268,11 @@ def _chunks(ids: Iterable[ObjectId]) -> Iterator[list[ObjectId]]:
 
 
 class SqliteObjectStore:
-    """Objects in table ``objects(id, data, mtime)`` of a ``SqliteFile``."""
+    """Objects in table ``objects(id, data, mtime)`` of a ``SqliteFile``.
+
+    Reads ask for ``CAST(data AS BLOB)``: a damaged or hand-edited row may hold text,
+    which SQLite would otherwise hand back decoded (or fail to decode) as a str; as
+    bytes it goes on to verification, which names the object as corrupt."""
 
     def __init__(self, file: SqliteFile, clock: Callable[[], float] = time.time) -> None:
         self.file = file
@@ -286,18 +290,18 @@ class SqliteObjectStore:
         with self.file.lock:
             for batch in _chunks(ids):
                 if len(batch) == 1:
-                    row = c.execute("SELECT data FROM objects WHERE id = ?", batch).fetchone()
+                    row = c.execute("SELECT CAST(data AS BLOB) FROM objects WHERE id = ?", batch).fetchone()
                     if row is not None:
                         out[batch[0]] = row[0]
                     continue
                 marks = ",".join("?" * len(batch))
-                for raw, data in c.execute(f"SELECT id, data FROM objects WHERE id IN ({marks})", batch):
+                for raw, data in c.execute(f"SELECT id, CAST(data AS BLOB) FROM objects WHERE id IN ({marks})", batch):
                     out[ObjectId(raw)] = data
         return out
 
     def get(self, oid: ObjectId) -> bytes:
         with self.file.lock:
-            row = self.file.conn.execute("SELECT data FROM objects WHERE id = ?", (oid,)).fetchone()
+            row = self.file.conn.execute("SELECT CAST(data AS BLOB) FROM objects WHERE id = ?", (oid,)).fetchone()
         if row is None:
             raise ObjectNotFoundError(oid)
         return row[0]
