@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 import snapvc
 from snapvc.cli.graph import graph_rows
-from snapvc.cli.render import commit_line, labels_by_commit, render_changes
+from snapvc.cli.render import commit_line, graph_markup, labels_by_commit, render_changes
 from snapvc.diff import format_path
 
 __all__ = ["run_demo"]
@@ -114,7 +113,7 @@ def run_demo(path: str | Path | None = None, console: Console | None = None) -> 
     labels = labels_by_commit(repo)
     lines = []
     for row in graph_rows(repo.log(["main", "try-web"])):
-        line = f"[red]{escape(row.graph)}[/]"
+        line = graph_markup(row.graph)
         if row.commit is not None:
             line += " " + commit_line(row.commit, labels.get(row.commit.id, ()))
         console.print(line, highlight=False)

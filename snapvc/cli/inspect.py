@@ -29,7 +29,7 @@ from snapvc.cli.common import (
     value_at,
 )
 from snapvc.cli.graph import graph_rows
-from snapvc.cli.render import change_json, commit_line, decoration, labels_by_commit, render_changes
+from snapvc.cli.render import change_json, commit_line, decoration, graph_markup, labels_by_commit, render_changes
 from snapvc.diff import format_path, plain_value, short_repr
 from snapvc.repository import format_bytes
 
@@ -91,7 +91,7 @@ def log(out: Output, repo_path: str | None, as_json: bool, revs: tuple[str, ...]
         with out.paged():
             if graph:
                 for row in graph_rows(commits):
-                    graph_part = f"[red]{escape(row.graph)}[/]"
+                    graph_part = graph_markup(row.graph)
                     if row.commit is None:
                         out.print(graph_part)
                     else:

@@ -18,7 +18,7 @@ from rich.tree import Tree
 import snapvc
 from snapvc.diff import changed_region, format_path, plain_value, short_repr
 
-__all__ = ["LONG_TEXT", "change_json", "commit_line", "decoration", "labels_by_commit", "render_changes"]
+__all__ = ["LONG_TEXT", "change_json", "commit_line", "decoration", "graph_markup", "labels_by_commit", "render_changes"]
 
 LONG_TEXT = 60  # a one-line string longer than this shows only the part that changed
 _STYLE = {"added": ("+", "green"), "removed": ("-", "red"), "modified": ("~", "yellow")}
@@ -123,6 +123,22 @@ def labels_by_commit(repo: snapvc.Repository) -> dict[bytes, list[str]]:
     for name, oid in repo.tags().items():
         labels.setdefault(oid, []).append(f"tag: {name}")
     return labels
+
+
+_LINE_COLOURS = ("red", "green", "yellow", "blue", "magenta", "cyan")
+
+
+def graph_markup(graph: str) -> str:
+    """A ``graph_rows`` prefix in rich markup, each line of history in a colour of its
+    own, as ``git log --graph`` colours them (a connector takes its line's colour)."""
+    out = []
+    for i, char in enumerate(graph):
+        if char == " ":
+            out.append(char)
+        else:
+            column = (i + 1) // 2 if char in "/\\" else i // 2
+            out.append(f"[{_LINE_COLOURS[column % len(_LINE_COLOURS)]}]{escape(char)}[/]")
+    return "".join(out)
 
 
 def decoration(labels: Iterable[str]) -> str:
