@@ -20,7 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import snapvc
-from benchmarks.measure import PartResult, Scale, Section, check, duration, key_value_table, size
+from benchmarks.measure import (
+    PartResult,
+    Scale,
+    Section,
+    StoreFigures,
+    check,
+    duration,
+    key_value_table,
+    measure_store,
+    size,
+    summary_row,
+)
 from benchmarks.workload import AgentRun
 
 __all__ = ["NAME", "TITLE", "RESULTS", "ExportFigures", "parts", "run", "section"]
@@ -44,7 +55,7 @@ class ExportFigures:
     more_objects: int
     more_git_bytes: int
     import_s: float
-    snapvc_bytes: int
+    figures: StoreFigures  # the snapvc repository exported, after the exports
     checks: list[str] = field(default_factory=list)
 
 
@@ -65,34 +76,42 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> Expor
     with tempfile.TemporaryDirectory(prefix="snapvc-git-") as tmp:
         folder = Path(tmp)
         state = workload.initial_state()
-        with snapvc.open(folder / "run.snapvc") as repo:
-            for i in range(scale.agent_steps + 1):
-                if i:
-                    state = workload.step(state, i)
-                repo.commit(state, branch=BRANCH, message=f"step {i}", metadata={"step": i})
-            say(f"committed {scale.agent_steps + 1} steps; exporting")
+        commit_times: list[float] = []
+        repo = snapvc.open(folder / "run.snapvc")
+
+        def commit(i: int) -> None:
             t0 = time.perf_counter()
-            first = repo.export_git(folder / "run.git")
-            export_s = time.perf_counter() - t0
-            git_bytes = _folder_size(folder / "run.git")
-            for i in range(scale.agent_steps + 1, scale.agent_steps + 1 + MORE_STEPS):
+            repo.commit(state, branch=BRANCH, message=f"step {i}", metadata={"step": i})
+            commit_times.append(time.perf_counter() - t0)
+
+        for i in range(scale.agent_steps + 1):
+            if i:
                 state = workload.step(state, i)
-                repo.commit(state, branch=BRANCH, message=f"step {i}", metadata={"step": i})
-            t0 = time.perf_counter()
-            more = repo.export_git(folder / "run.git")
-            more_export_s = time.perf_counter() - t0
-            more_git_bytes = _folder_size(folder / "run.git") - git_bytes
-            check(first.commits == scale.agent_steps + 1 and more.commits == MORE_STEPS, checks,
-                  f"the first export writes {scale.agent_steps + 1} commits, the second {MORE_STEPS}")
-            tips = repo.branches()
-        snapvc_bytes = (folder / "run.snapvc").stat().st_size
+            commit(i)
+        say(f"committed {scale.agent_steps + 1} steps; exporting")
+        t0 = time.perf_counter()
+        first = repo.export_git(folder / "run.git")
+        export_s = time.perf_counter() - t0
+        git_bytes = _folder_size(folder / "run.git")
+        for i in range(scale.agent_steps + 1, scale.agent_steps + 1 + MORE_STEPS):
+            state = workload.step(state, i)
+            commit(i)
+        t0 = time.perf_counter()
+        more = repo.export_git(folder / "run.git")
+        more_export_s = time.perf_counter() - t0
+        more_git_bytes = _folder_size(folder / "run.git") - git_bytes
+        check(first.commits == scale.agent_steps + 1 and more.commits == MORE_STEPS, checks,
+              f"the first export writes {scale.agent_steps + 1} commits, the second {MORE_STEPS}")
+        tips = repo.branches()
+        figures = measure_store(repo, folder / "run.snapvc", BRANCH, state, ("scratchpad",), commit_times, checks,
+                                scale.repeats, commits=len(commit_times))  # closes the repository
         with snapvc.open(folder / "back.snapvc") as back:
             t0 = time.perf_counter()
             imported = back.import_git(folder / "run.git")
             import_s = time.perf_counter() - t0
             check(back.branches() == tips and not imported.inexact, checks,
                   "the import rebuilds every commit to its id")
-            check(back.checkout(BRANCH) == state, checks, "the imported tip checks out to the last state")
+            check(back.checkout(BRANCH) == state, checks, "the imported tip: checkout equals the state in memory")
         if shutil.which("git"):
             fsck = subprocess.run(["git", "fsck", "--strict", "--no-dangling"], cwd=folder / "run.git",
                                   capture_output=True, text=True)
@@ -102,14 +121,14 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> Expor
             check(len(log.stdout.splitlines()) == scale.agent_steps + 1 + MORE_STEPS, checks,
                   "git log counts every commit")
     return ExportFigures(first.commits, export_s, first.objects, git_bytes, more_export_s, more.commits, more.objects,
-                         more_git_bytes, import_s, snapvc_bytes, checks)
+                         more_git_bytes, import_s, figures, checks)
 
 
 def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
     f: ExportFigures = results["snapvc"].value
     rows = [
         ("history", f"the agent run: {f.commits:,} commits on one branch"),
-        ("snapvc repository (after close)", size(f.snapvc_bytes)),
+        ("snapvc repository (after close)", size(f.figures.closed_bytes)),
         ("first export: time", duration(f.export_s)),
         ("first export: per commit", duration(f.export_s / f.commits)),
         ("first export: git objects written (one pack)", f"{f.objects:,}"),
@@ -128,4 +147,5 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
         f"process), then {MORE_STEPS} more steps exported again, and the git history imported back.",
         [key_value_table(rows, "snapvc")],
         checks=f.checks,
+        summary=[summary_row(f"git export, {f.figures.commits:,} commits", f.figures, results["snapvc"])],
     )

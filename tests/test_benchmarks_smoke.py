@@ -182,6 +182,7 @@ EXPECTED_CHECKS = {
     "branching": ["each of the 3 branches checks out equal", "InMemorySaver: each of 3 threads"],
     "langgraph": ["get_state_history lists 22 checkpoints", "the history is newest first, steps 20 to -1",
                   "the thread's branch holds the graph's channels", "SqliteSaver + DeltaChannel: the latest state"],
+    "git-export": ["the import rebuilds every commit to its id", "the first export writes 21 commits, the second 10"],
 }
 
 
