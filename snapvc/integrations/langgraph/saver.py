@@ -39,10 +39,13 @@ a deleted one are committed again on its parent, with the same state and metadat
 from __future__ import annotations
 
 import asyncio
+import gc
+import operator
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, TypeVar
@@ -93,6 +96,16 @@ class _Lines:
     by_id: dict[str, Commit] = field(default_factory=dict)
 
 
+@dataclass
+class _Working:
+    """A branch's working copy and what each channel held when it last went in: the
+    object LangGraph gave and, for a list, its elements then (an add reducer's next list
+    starts with them: only the rest is appended)."""
+
+    state: State
+    given: dict[str, tuple[Any, tuple[Any, ...] | None]] = field(default_factory=dict)
+
+
 def _checkpoint_id(commit: Commit) -> str | None:
     section = commit.metadata.get(KEY)
     return section.get("id") if section is not None else None
@@ -138,6 +151,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         self._lock = threading.RLock()
         self._lines_cache: dict[str, _Lines] = {}
         self._write_states: dict[str, State] = {}
+        self._working: dict[str, _Working] = {}
         self._wrapped: dict[tuple[str, str], type] = {}  # (branch, channel) -> the type last serialized
         self._executor: ThreadPoolExecutor | None = None
 
@@ -225,11 +239,12 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             reader.prefetch([commit.tree for *_, commit in found])
             trees: dict[tuple[str, str], ObjectId | None] = {}
             out = []
-            for thread_id, namespace, _, commit in found:
-                key = (thread_id, namespace)
-                if key not in trees:
-                    trees[key] = self._writes_tree(thread_branch(thread_id, namespace))
-                out.append(self._tuple(reader, thread_id, namespace, commit, trees[key]))
+            with _no_cycle_collection():  # what is built here holds no cycles: collect after
+                for thread_id, namespace, _, commit in found:
+                    key = (thread_id, namespace)
+                    if key not in trees:
+                        trees[key] = self._writes_tree(thread_branch(thread_id, namespace))
+                    out.append(self._tuple(reader, thread_id, namespace, commit, trees[key]))
         return iter(out)
 
     # -- writing ------------------------------------------------------------------------
@@ -453,6 +468,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         self.repo.delete_branch(branch)
         if branch.endswith(WRITES):
             self._write_states.pop(branch.removesuffix(WRITES), None)
+        self._working.pop(branch, None)
         self._lines_cache.pop(branch, None)
 
     # -- internals: writing checkpoints -------------------------------------------------
@@ -517,7 +533,11 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
 
     def _commit_values(self, branch: str, values: dict[str, Any], meta: dict[str, Any], message: str, where: str,
                        parents: tuple[ObjectId, ...] | None = None) -> Commit:
-        """Commit ``values``; a channel snapvc cannot store goes through the serializer."""
+        """Commit ``values`` on the branch's tip (or on ``parents``); a channel snapvc
+        cannot store goes through the serializer."""
+        if parents is None:
+            return self._commit_working(branch, values, meta, message, where)
+        self._working.pop(branch, None)  # a fork or a new root: the working copy is reloaded when next needed
         for channel, value in values.items():
             if self._wrapped.get((branch, channel)) is type(value):
                 values[channel] = self._serialize(value, f"{where}: channel {channel!r}")
@@ -525,12 +545,68 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             try:
                 return self.repo.commit(values, branch=branch, message=message, metadata=meta, parents=parents)
             except UnsupportedValueError as exc:
-                steps = path_steps(exc)
-                if not steps or steps[0] not in values or is_serialized(values[steps[0]]):
-                    raise
-                channel = steps[0]
-                self._wrapped[(branch, channel)] = type(values[channel])
+                channel = self._unstorable(branch, values, exc, where)
                 values[channel] = self._serialize(values[channel], f"{where}: channel {channel!r}")
+
+    def _commit_working(self, branch: str, values: dict[str, Any], meta: dict[str, Any], message: str,
+                        where: str) -> Commit:
+        """Commit ``values`` through the branch's working copy (``snapvc.State``), which
+        checks and encodes only the channels that changed: a channel holding the same
+        object as last time is skipped, a list that starts with the elements it held last
+        time has the rest appended, any other value replaces the one before. The cost
+        follows the change, not the history. (A list's element changed in place after it
+        was put is not seen, as other savers do not see a channel changed in place.)"""
+        work = self._working.pop(branch, None)
+        tip = self.repo.refs.get(HEADS + branch)
+        if work is None or work.state.base != tip:
+            work = _Working(self.repo.state(branch))
+        self._working[branch] = work
+        while len(self._working) > _MAX_WRITE_STATES:
+            del self._working[next(iter(self._working))]
+        state, given = work.state, work.given
+        try:
+            for channel in [k for k in state if k not in values]:
+                state.delete((channel,))
+                given.pop(channel, None)
+            for channel, value in values.items():
+                before = given.get(channel)
+                elements = tuple(value) if type(value) is list else None
+                if before is not None and before[0] is value:
+                    continue  # the same object: LangGraph did not write the channel
+                if self._wrapped.get((branch, channel)) is type(value):
+                    state.set((channel,), self._serialize(value, f"{where}: channel {channel!r}"))
+                    elements = None
+                elif (elements is not None and before is not None and before[1] is not None
+                        and len(elements) >= len(before[1]) and all(map(operator.is_, before[1], elements))):
+                    state.extend((channel,), elements[len(before[1]):])
+                elif elements is not None:  # copied in, so nothing stays watched
+                    if channel in state:
+                        state.delete((channel,))
+                    state.extend((channel,), elements)
+                else:
+                    state.set((channel,), value)
+                given[channel] = (value, elements)
+            while True:
+                try:
+                    checkpoint = state.snapshot(message=message, metadata=meta)
+                    return self.repo.get_commit(ObjectId.from_hex(checkpoint.id))
+                except UnsupportedValueError as exc:
+                    channel = self._unstorable(branch, values, exc, where)
+                    state.set((channel,), self._serialize(values[channel], f"{where}: channel {channel!r}"))
+                    given[channel] = (values[channel], None)
+        except BaseException:
+            self._working.pop(branch, None)  # nothing half-made stays in the working copy
+            raise
+
+    def _unstorable(self, branch: str, values: dict[str, Any], error: UnsupportedValueError, where: str) -> str:
+        """The channel an ``UnsupportedValueError`` names, remembered as one to serialize;
+        the error again if it names none that the serializer could help with."""
+        steps = path_steps(error)
+        if not steps or steps[0] not in values or is_serialized(values[steps[0]]):
+            raise error
+        channel = steps[0]
+        self._wrapped[(branch, channel)] = type(values[channel])
+        return channel
 
     def _serialize(self, value: Any, where: str) -> dict[str, Any]:
         try:
@@ -683,6 +759,20 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                                                   "checkpoint_id": parent_id}}
         config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": checkpoint_id}}
         return CheckpointTuple(config, checkpoint, meta, parent_config, pending)
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector paused: building many values (the checkpoints of a
+    listing) would otherwise set off full collections that scan every live object, and
+    those values hold no reference cycles to collect."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _matches(commit: Commit, filter: dict[str, Any]) -> bool:
