@@ -226,6 +226,28 @@ def test_a_put_stores_what_changed_not_the_whole_history(tmp_path: Path) -> None
     saver.close()
 
 
+def test_puts_on_the_tip_store_appends_replacements_and_removals_exactly(tmp_path: Path) -> None:
+    with SnapvcSaver(tmp_path / "puts.snapvc") as saver:
+        config: Any = {"configurable": {"thread_id": "p", "checkpoint_ns": ""}}
+        history = [{"role": "user", "content": "a"}]
+        notes = {"plan": "x"}
+        steps = [
+            {"messages": history, "notes": notes},
+            {"messages": history + [{"role": "assistant", "content": "b"}], "notes": notes},  # appended
+            {"messages": [{"role": "system", "content": "summary"}], "notes": notes},  # replaced by a shorter list
+            {"messages": [{"role": "system", "content": "summary"}], "notes": {"plan": "y"}},  # a new dict
+            {"messages": [{"role": "system", "content": "summary"}]},  # a channel gone
+        ]
+        for n, values in enumerate(steps, start=1):
+            versions = {k: n for k in values}
+            config = saver.put(config, _checkpoint(n, values, versions), {"step": n}, versions)
+            assert saver.get_tuple(config).checkpoint["channel_values"] == values
+            assert saver.repo.checkout(saver.repo.resolve("p")) == values
+        notes_now = saver.get_tuple(config)
+        assert "notes" not in notes_now.checkpoint["channel_values"]
+        assert [c.metadata["step"] for c in saver.repo.log("p")] == [5, 4, 3, 2, 1]
+
+
 def test_a_listing_shares_unchanged_values_between_its_checkpoints_never_between_calls(tmp_path: Path) -> None:
     with SnapvcSaver(tmp_path / "share.snapvc") as saver:
         config = {"configurable": {"thread_id": "s", "checkpoint_ns": ""}}
