@@ -27,10 +27,12 @@ on the branch moves it, as time travel does in snapvc). Branch names with ``+`` 
 never made by ``thread_branch``, so ``repo.threads()`` does not take the fork and
 writes branches for threads, and ``repo.delete_thread`` deletes them with the thread.
 
-Channel values are snapvc values (``snapvc.integrations.langgraph.values``): a put
+Channel values are snapvc values (``snapvc.integrations.langgraph.values``). A put
 stores what changed since the parent checkpoint, at a cost that follows the change:
-the values LangGraph passes are the channels' own objects, which the encoder
-recognizes by identity from the branch's last commit. Deleting checkpoints
+the values LangGraph passes are the channels' own objects, so a put on the branch's tip
+goes through the branch's working copy (``snapvc.State``), skipping a channel that holds
+the same object as before and appending to a list only the elements an add reducer
+added (``_commit_working``); other puts are plain commits. Deleting checkpoints
 (``delete_for_runs``, ``prune``) rewrites the lines that held them: the checkpoints after
 a deleted one are committed again on its parent, with the same state and metadata.
 ``copy_thread`` makes branches at the same commits: it copies nothing.
@@ -43,7 +45,7 @@ import gc
 import operator
 import os
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -338,8 +340,8 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         source, target = thread_branch(str(source_thread_id)), thread_branch(str(target_thread_id))
         with self._lock:
             branches = self.repo.branches()
-            family = [b for b in branches if b == source or b.startswith(source + "/")]
-            if any(b == target or b.startswith(target + "/") for b in branches):
+            family = self._family(source, branches)
+            if self._family(target, branches):
                 raise ValueError(f"cannot copy thread {source_thread_id!r} to {target_thread_id!r}: the target "
                                  f"already has checkpoints (delete it first)")
             with self.repo.deferred():
@@ -447,8 +449,8 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         names = self.repo.branches()
         if thread_id is not None:
             root = thread_branch(thread_id)
-            names = {b: t for b, t in names.items() if b == root or b.startswith(root + "/")}
-        for branch in names:
+            names = dict.fromkeys(self._family(root, names))
+        for branch in sorted(names):
             try:
                 tid, namespace = parse_thread_branch(branch)
                 if thread_branch(tid, namespace) == branch:
@@ -457,9 +459,10 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 continue  # not a name thread_branch makes
         return out
 
-    def _family(self, root: str) -> list[str]:
+    def _family(self, root: str, branches: Iterable[str] | None = None) -> list[str]:
         """A thread's branches, namespaces, forks and writes included, deepest first."""
-        return sorted((b for b in self.repo.branches() if b == root or b.startswith(root + "/")), reverse=True)
+        names = self.repo.branches() if branches is None else branches
+        return sorted((b for b in names if b == root or b.startswith(root + "/")), reverse=True)
 
     def _delete_branch(self, branch: str) -> None:
         ref = HEADS + branch
