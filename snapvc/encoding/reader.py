@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, overload
 
 from snapvc.encoding.adapters import adapter_for_name
 from snapvc.encoding.nodes import children_of, decode_node
-from snapvc.errors import CorruptObjectError, ObjectNotFoundError
+from snapvc.errors import CorruptObjectError, ObjectNotFoundError, SnapvcError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
 
@@ -130,7 +130,17 @@ class Loader:
     # -- materialization ----------------------------------------------------------------
 
     def materialize(self, oid: bytes) -> Any:
-        """The value stored under ``oid`` as fresh Python objects."""
+        """The value stored under ``oid`` as fresh Python objects. Objects that verify
+        but do not hold a state snapvc could have written (a hostile or foreign writer's:
+        wrong layouts, nesting past any limit) raise ``CorruptObjectError``."""
+        try:
+            return self._materialize(oid)
+        except SnapvcError:
+            raise
+        except (RecursionError, LookupError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptObjectError(ObjectId(oid), f"does not decode as a state: {type(exc).__name__}: {exc}") from None
+
+    def _materialize(self, oid: bytes) -> Any:
         decoded: dict[bytes, tuple[int, Any]] = {}
         raw: dict[bytes, bytes] = {}
         frontier = [oid]

@@ -62,9 +62,13 @@ from snapvc.errors import UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT, object_bytes
 
-__all__ = ["Encoder", "EncodeCache", "element_encoder", "INLINE_STR_MAX", "CHUNK_THRESHOLD", "INLINE_NODE_MAX", "SINGLE_NODE_ENTRIES"]
+__all__ = ["Encoder", "EncodeCache", "element_encoder", "INLINE_STR_MAX", "CHUNK_THRESHOLD", "INLINE_NODE_MAX", "SINGLE_NODE_ENTRIES", "MAX_DEPTH"]
 
 INLINE_STR_MAX: Final = 2048
+# Containers nest at most this deep: deeper states are refused with an error naming the
+# path, so that no reader (checkout, diff, merge, JSON), recursive as each is, ever meets
+# Python's recursion limit (about 330 levels for a list diff at the top of the stack).
+MAX_DEPTH: Final = 100
 CHUNK_THRESHOLD: Final = 8192
 INLINE_NODE_MAX: Final = 2048
 # Leaves hold inline values (messages, say), inner nodes hold references: leaves are
@@ -532,6 +536,8 @@ class Encoder:
     # -- dicts --------------------------------------------------------------------------
 
     def _encode_dict(self, d: dict[str, Any], force_node: bool = False, tag: Any = TAG_DICT, owner: Any = None) -> bytes:
+        if len(self._path) >= MAX_DEPTH:
+            raise self._fail(f"nested deeper than {MAX_DEPTH} containers, the most a state may hold")
         owner = d if owner is None else owner
         e = self.cache.get(owner)
         if e is not None and e.gen == self._gen and (not force_node or e.enc.startswith(REF_PREFIX)):
@@ -735,6 +741,8 @@ class Encoder:
     # -- lists and tuples ---------------------------------------------------------------
 
     def _encode_seq(self, s: list[Any] | tuple[Any, ...], tag: int) -> bytes:
+        if len(self._path) >= MAX_DEPTH:
+            raise self._fail(f"nested deeper than {MAX_DEPTH} containers, the most a state may hold")
         e = self.cache.get(s)
         if e is not None and e.gen == self._gen:  # already encoded in this run (checked, or met twice)
             return e.enc
