@@ -35,6 +35,7 @@ from snapvc.errors import (
     FormatVersionError,
     NotARepositoryError,
     ObjectNotFoundError,
+    RepositoryError,
     RepositoryNotFoundError,
 )
 from snapvc.ids import ObjectId
@@ -76,8 +77,13 @@ class SqliteFile:
             self._check_foreign_file()
         elif not self.path.parent.exists():
             raise RepositoryNotFoundError(f"cannot create {str(self.path)!r}: folder {str(self.path.parent)!r} does not exist")
+        elif not self.path.parent.is_dir():
+            raise RepositoryNotFoundError(f"cannot create {str(self.path)!r}: {str(self.path.parent)!r} is a file, not a folder")
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, so write order is explicit.
-        self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
+        try:
+            self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
+        except sqlite3.Error as exc:  # no permission to the file or its folder, and the like
+            raise RepositoryError(f"cannot open {str(self.path)!r}: {exc}") from None
         self.lock = threading.RLock()
         self._depth = 0
         self._checkpointer: _Checkpointer | None = None
