@@ -242,22 +242,27 @@ def fsck(repo: Repository, progress: Progress = no_progress) -> FsckReport:
             for oid in (entry.new, entry.old):
                 if oid is None:
                     continue
-                roots.setdefault(f"{name}@{{{n}}}", []).append(oid)
+                roots.setdefault(f"{name}@{{reflog}}", []).append(oid)
                 if oid not in graph.present:
                     problems.append(Problem("bad-ref", oid, f"reflog entry {name}@{{{n}}} ({entry.reason!r}) names "
                                             f"commit {oid}, which is not stored", (f"{name}@{{{n}}}",)))
-    reached: set[ObjectId] = set()
+    everything = _Walk(graph)  # one walk from every root: what is reached at all
+    for label, starts in roots.items():
+        for oid in starts:
+            everything.from_commit(oid, label.removeprefix("refs/heads/"))
+    reached = everything.seen
     reaching: dict[ObjectId, list[str]] = {}
     paths: dict[ObjectId, list[str]] = {}
-    for label, starts in roots.items():
-        walk = _Walk(graph)
-        for oid in starts:
-            walk.from_commit(oid, label.removeprefix("refs/heads/"))
-        reached |= walk.seen
-        for oid, found in walk.paths.items():
-            reaching.setdefault(oid, []).append(label)
-            known = paths.setdefault(oid, [])
-            known.extend(found[: _MAX_PATHS - len(known)])
+    if graph.bad.keys() & reached:
+        # Which refs reach each damaged id: a walk per ref (and per reflog), only now.
+        for label, starts in roots.items():
+            walk = _Walk(graph)
+            for oid in starts:
+                walk.from_commit(oid, label.removeprefix("refs/heads/"))
+            for oid, found in walk.paths.items():
+                reaching.setdefault(oid, []).append(label)
+                known = paths.setdefault(oid, [])
+                known.extend(found[: _MAX_PATHS - len(known)])
     for oid, (kind, message) in graph.bad.items():
         # A missing id named only by what nothing reaches is no loss: gc keeps old nodes
         # as delta bases of newer ones, without the children it deleted.
