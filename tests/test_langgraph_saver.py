@@ -95,6 +95,11 @@ def test_a_chat_keeps_langchain_messages_exactly_and_reopens(tmp_path: Path) -> 
     with SnapvcSaver.from_conn_string(path) as again:  # another process would see the same
         reopened = _chat_graph(again).get_state(config)
         assert reopened.values == values and reopened.config == state.config
+    # Messages are plain dicts in the repository: the command shows them without LangChain.
+    shown = subprocess.run([sys.executable, "-m", "snapvc", "checkout", "chat%201%2Fa", "--path", "messages",
+                            "--repo", str(path)], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert '"langchain_message": "AIMessage"' in shown.stdout and '"content": "reply 3"' in shown.stdout
 
 
 def test_time_travel_and_a_fork_keep_both_lines(tmp_path: Path) -> None:
@@ -246,6 +251,24 @@ def test_puts_on_the_tip_store_appends_replacements_and_removals_exactly(tmp_pat
         notes_now = saver.get_tuple(config)
         assert "notes" not in notes_now.checkpoint["channel_values"]
         assert [c.metadata["step"] for c in saver.repo.log("p")] == [5, 4, 3, 2, 1]
+
+
+def test_messages_anywhere_in_a_value_come_back_exactly(tmp_path: Path) -> None:
+    ai = AIMessage(content="x", id="a1", tool_calls=[{"name": "search", "args": {"q": "y"}, "id": "c1"}])
+    values = {"messages": [HumanMessage(content="q", id="h1"), ai], "last": ai, "deep": {"reply": ai},
+              "pair": (ai, "note")}
+    with SnapvcSaver(tmp_path / "messages.snapvc") as saver:
+        config = {"configurable": {"thread_id": "m", "checkpoint_ns": ""}}
+        versions = {k: 1 for k in values}
+        config = saver.put(config, _checkpoint(1, values, versions), {"step": 1}, versions)
+        saver.put_writes(config, [("messages", [ai])], "task")
+        got = saver.get_tuple(config)
+        assert got.checkpoint["channel_values"] == values and got.pending_writes == [("task", "messages", [ai])]
+        restored = got.checkpoint["channel_values"]
+        assert type(restored["pair"]) is tuple and restored["last"].model_fields_set == ai.model_fields_set
+        stored = saver.repo.checkout("m")
+        assert stored["last"] == {"langchain_message": "AIMessage", "fields": stored["messages"][1]["fields"]}
+        assert isinstance(stored["deep"]["reply"], AIMessage)  # deeper: a typed value
 
 
 def test_a_listing_shares_unchanged_values_between_its_checkpoints_never_between_calls(tmp_path: Path) -> None:

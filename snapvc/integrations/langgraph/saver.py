@@ -70,7 +70,17 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 import snapvc
 from snapvc.errors import InvalidRefNameError, RefConflictError, UnsupportedValueError
 from snapvc.ids import ObjectId
-from snapvc.integrations.langgraph.values import MISSING, Reader, decode, is_serialized, path_steps, wrap
+from snapvc.integrations.langgraph.values import (
+    MISSING,
+    Reader,
+    decode,
+    from_stored,
+    is_serialized,
+    path_steps,
+    stored_elements,
+    to_stored,
+    wrap,
+)
 from snapvc.objects import Commit
 from snapvc.refs.names import HEADS
 from snapvc.repository import DEFAULT_BRANCH, Repository
@@ -292,7 +302,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 replaced: dict[int, list[Any]] = {}
                 for i, (channel, value) in enumerate(writes):
                     idx = WRITES_IDX_MAP.get(channel, i)
-                    entry = [task_id, channel, value, task_path, idx]
+                    entry = [task_id, channel, to_stored(value), task_path, idx]
                     if (task_id, idx) not in at:
                         at[(task_id, idx)] = len(stored) + len(new)
                         new.append(entry)
@@ -544,6 +554,8 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         for channel, value in values.items():
             if self._wrapped.get((branch, channel)) is type(value):
                 values[channel] = self._serialize(value, f"{where}: channel {channel!r}")
+            else:
+                values[channel] = to_stored(value)
         while True:
             try:
                 return self.repo.commit(values, branch=branch, message=message, metadata=meta, parents=parents)
@@ -581,13 +593,13 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                     elements = None
                 elif (elements is not None and before is not None and before[1] is not None
                         and len(elements) >= len(before[1]) and all(map(operator.is_, before[1], elements))):
-                    state.extend((channel,), elements[len(before[1]):])
+                    state.extend((channel,), stored_elements(elements[len(before[1]):]))
                 elif elements is not None:  # copied in, so nothing stays watched
                     if channel in state:
                         state.delete((channel,))
-                    state.extend((channel,), elements)
+                    state.extend((channel,), stored_elements(elements))
                 else:
-                    state.set((channel,), value)
+                    state.set((channel,), to_stored(value))
                 given[channel] = (value, elements)
             while True:
                 try:
@@ -753,7 +765,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             entries = reader.lookup_path(writes_tree, (_PAST, checkpoint_id))
             if entries is not MISSING:
                 entries = sorted(entries, key=lambda e: writes_sort_key(e[3], e[0], e[4]))
-                pending = [(e[0], e[1], decode(e[2], serde)) for e in entries]
+                pending = [(e[0], e[1], from_stored(decode(e[2], serde))) for e in entries]
         parent_config = None
         if commit.parent is not None:
             parent_id = _checkpoint_id(self.repo.get_commit(commit.parent, walking=True))

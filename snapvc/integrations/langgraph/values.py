@@ -3,8 +3,13 @@
 Encoding. A channel value is stored as a snapvc value whenever snapvc can store it
 exactly (see ``snapvc/encoding/adapters.py``): then a message list that grows by one
 message stores one message, and a diff shows the change. LangChain's messages are
-pydantic models; they are registered here, so a message is a typed map of its fields
-(readable whenever this module is imported), deduplicated and compressed like any map.
+pydantic models. A message that is a channel's value, or an element of a list or tuple
+that is, is stored as a plain dict ``{"langchain_message": <its class name>, "fields":
+{...}}`` (the fields as snapvc's pydantic adapter takes them, so it comes back exactly),
+which any snapvc reader (the ``snapvc`` command too) shows without LangChain; it is
+deduplicated and compressed like any map. A message found deeper (in a dict, in a field
+of another model) is a typed value of snapvc's pydantic adapter: the classes are
+registered here, so it is readable wherever this module is imported.
 A value snapvc cannot store (a set, a ``Send``, an arbitrary object) is kept as what
 LangGraph's serializer (without its pickle fallback) makes of it, in a plain dict
 ``{"langgraph_serialized": <its type name>, "data": <its bytes>}`` that any snapvc
@@ -29,14 +34,15 @@ from typing import Any, Final
 from langchain_core import messages as lc_messages
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from snapvc.encoding.adapters import adapter_for_name, register_type
+from snapvc.encoding.adapters import TypeAdapter, adapter_for_name, register_type
 from snapvc.encoding.nodes import decode_node
 from snapvc.encoding.reader import Loader
 from snapvc.errors import CorruptObjectError, UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
 
-__all__ = ["MISSING", "SERIALIZED", "Reader", "path_steps", "decode", "wrap", "is_serialized"]
+__all__ = ["MISSING", "SERIALIZED", "MESSAGE", "Reader", "path_steps", "decode", "wrap", "is_serialized",
+           "to_stored", "stored_elements", "from_stored"]
 
 _TAG_TUPLE = 1
 _TAG_STR = 0
@@ -45,12 +51,62 @@ _TAG_STR = 0
 SERIALIZED: Final = "langgraph_serialized"  # the key that marks a value LangGraph's serializer stored
 
 
-# Every message class of langchain_core, so a stored message is readable whenever this
-# module is imported (snapvc never imports a module to read a value).
+MESSAGE: Final = "langchain_message"  # the key that marks a LangChain message stored as a plain dict
+
+# Every message class of langchain_core by name; each registered too, so a message stored
+# as a typed value is readable whenever this module is imported (snapvc never imports a
+# module to read a value).
+_MESSAGES: dict[str, TypeAdapter] = {}
 for _name in lc_messages.__all__:
     _cls = getattr(lc_messages, _name, None)
     if isinstance(_cls, type) and issubclass(_cls, lc_messages.BaseMessage) and _cls is not lc_messages.BaseMessage:
-        register_type(_cls)
+        _MESSAGES[_cls.__name__] = register_type(_cls)
+_MESSAGE_TYPES = frozenset(adapter.cls for adapter in _MESSAGES.values())
+
+
+def _stored_message(value: Any) -> Any:
+    """A message of langchain_core as a marked plain dict; anything else as it is."""
+    if type(value) not in _MESSAGE_TYPES:
+        return value
+    name = type(value).__name__
+    return {MESSAGE: name, "fields": _MESSAGES[name].to_fields(value)}
+
+
+def _is_message(value: Any) -> bool:
+    return type(value) is dict and len(value) == 2 and MESSAGE in value and "fields" in value
+
+
+def _revived(value: Any) -> Any:
+    """A marked plain dict as its message again; anything else as it is."""
+    adapter = _MESSAGES.get(value[MESSAGE]) if _is_message(value) else None
+    return value if adapter is None else adapter.from_fields(dict(value["fields"]))
+
+
+def to_stored(value: Any) -> Any:
+    """A channel value or write as stored: LangChain messages (the value, or elements of
+    it when it is a list or tuple) become marked plain dicts; anything else is itself."""
+    if type(value) in (list, tuple):
+        if any(type(v) in _MESSAGE_TYPES for v in value):
+            out = stored_elements(value)
+            return out if type(value) is list else tuple(out)
+        return value
+    return _stored_message(value)
+
+
+def stored_elements(values: Any) -> list[Any]:
+    """Elements to append to a stored list: messages as marked plain dicts."""
+    return [_stored_message(v) for v in values]
+
+
+def from_stored(value: Any) -> Any:
+    """The inverse of ``to_stored``."""
+    if type(value) in (list, tuple):
+        if any(_is_message(v) for v in value):
+            out = [_revived(v) for v in value]
+            return out if type(value) is list else tuple(out)
+        return value
+    return _revived(value)
+
 
 
 def wrap(value: Any, serde: SerializerProtocol) -> dict[str, Any]:
@@ -106,8 +162,9 @@ class Reader:
     # -- values -------------------------------------------------------------------------
 
     def root(self, oid: bytes) -> dict[str, Any]:
-        """A commit's state as a fresh dict (its values built as ``value`` builds them)."""
-        return dict(self._map_items(self.node(oid)[1]))
+        """A commit's state as a fresh dict (its values built as ``value`` builds them,
+        messages stored as plain dicts revived, see ``to_stored``)."""
+        return dict(self._map_items(self.node(oid)[1], from_stored))
 
     def value(self, oid: bytes) -> Any:
         built = self._built.get(oid, MISSING)
@@ -117,7 +174,7 @@ class Reader:
         if kind == MAP:
             fields = dict(self._map_items(node))
             tag = node[0]
-            built = fields if tag == 0 else adapter_for_name(tag).from_fields(fields)
+            built = _revived(fields) if tag == 0 else adapter_for_name(tag).from_fields(fields)
         elif kind == SEQ:
             flat = self._seq_flat(oid, node)
             built = tuple(flat) if node[0] == _TAG_TUPLE else list(flat)
@@ -160,15 +217,16 @@ class Reader:
             oid = node[2][key]
         return self.value(oid)
 
-    def _map_items(self, node: list[Any]) -> list[tuple[str, Any]]:
+    def _map_items(self, node: list[Any], inline: Any = None) -> list[tuple[str, Any]]:
+        """The entries of a MAP node; ``inline`` (if given) applied to the values stored in it."""
         if node[1] == 0:
-            if not node[3]:
-                return list(node[2].items())
             refs = set(node[3])
-            return [(k, self.value(v) if k in refs else v) for k, v in node[2].items()]
+            if inline is None:
+                return [(k, self.value(v) if k in refs else v) for k, v in node[2].items()]
+            return [(k, self.value(v) if k in refs else inline(v)) for k, v in node[2].items()]
         items: list[tuple[str, Any]] = []
         for child in node[3]:
-            items += self._map_items(self.node(child)[1])
+            items += self._map_items(self.node(child)[1], inline)
         return items
 
     def _seq_flat(self, oid: bytes, node: list[Any]) -> list[Any]:
@@ -179,6 +237,8 @@ class Reader:
         if node[1] == 0:
             refs = set(node[3])
             flat = list(node[2]) if not refs else [self.value(v) if i in refs else v for i, v in enumerate(node[2])]
+            if any(_is_message(v) for v in flat):
+                flat = [_revived(v) for v in flat]
         else:
             flat = []
             for child in node[2]:
