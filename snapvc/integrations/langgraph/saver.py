@@ -307,11 +307,11 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                         at[(task_id, idx)] = len(stored) + len(new)
                         new.append(entry)
                     elif idx < 0:  # an error, interrupt or resume replaces the one before
-                        where = at[(task_id, idx)]
-                        if where < len(stored):
-                            replaced[where] = entry
+                        i_kept = at[(task_id, idx)]
+                        if i_kept < len(stored):
+                            replaced[i_kept] = entry
                         else:
-                            new[where - len(stored)] = entry
+                            new[i_kept - len(stored)] = entry
                 if not new and not replaced:
                     return
                 message = f"writes to {', '.join(sorted({str(e[1]) for e in (*new, *replaced.values())}))}"
@@ -489,8 +489,8 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
     def _values_to_store(self, checkpoint: Checkpoint, new_versions: ChannelVersions,
                          parent: Commit | None) -> dict[str, Any]:
         """The state to commit: each channel of ``channel_versions`` with the value
-        LangGraph gave (the channels' own objects), else the parent's value at the same
-        version (referred to, not copied)."""
+        LangGraph gave (the channels' own objects), else the parent's stored value at the
+        same version."""
         given = checkpoint["channel_values"]
         values: dict[str, Any] = {}
         parent_view = parent_versions = None
@@ -510,6 +510,8 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
 
     def _commit(self, branch: str, lines: _Lines, values: dict[str, Any], meta: dict[str, Any], message: str,
                 parent: Commit | None, where: str) -> Commit:
+        """Commit a checkpoint as a child of ``parent`` (None: a root) and move the branch
+        to it; a line the branch leaves keeps a fork branch (see the module notes)."""
         repo = self.repo
         tip = repo.refs.get(HEADS + branch)
         if tip is None or (parent is not None and parent.id == tip):

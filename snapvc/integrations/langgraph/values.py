@@ -49,8 +49,6 @@ _TAG_STR = 0
 
 
 SERIALIZED: Final = "langgraph_serialized"  # the key that marks a value LangGraph's serializer stored
-
-
 MESSAGE: Final = "langchain_message"  # the key that marks a LangChain message stored as a plain dict
 
 # Every message class of langchain_core by name; each registered too, so a message stored
@@ -106,7 +104,6 @@ def from_stored(value: Any) -> Any:
             return out if type(value) is list else tuple(out)
         return value
     return _revived(value)
-
 
 
 def wrap(value: Any, serde: SerializerProtocol) -> dict[str, Any]:
