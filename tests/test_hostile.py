@@ -4,16 +4,18 @@ nested too deep, huge values, repository paths that are not repositories, and st
 data that names code: nothing is unpickled, evaluated or imported.
 
 Hypothesis runs derandomized with a fixed example budget (``SNAPVC_FUZZ_EXAMPLES``,
-default 1500 per target), so the suite is reproducible and bounded. atheris does not
-install on this Python (3.11 wheels are missing and it needs a libFuzzer-enabled clang);
-see docs/reliability.md.
+default 1500 per target), so the suite is reproducible and bounded. Where atheris is
+installed (Linux x86_64 wheels), ``tests/fuzz_decoders.py`` runs under libFuzzer too,
+``SNAPVC_ATHERIS_RUNS`` inputs (default 200,000) from a corpus of real frames.
 """
 
 from __future__ import annotations
 
 import importlib.abc
+import importlib.util
 import os
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -142,6 +144,28 @@ def test_damaged_frames(sample: bytes, at: int, mask: int, codec: int, cut: int)
         assert "needs its" in str(exc)
         return
     assert len(data) <= 1 << 31
+
+
+ATHERIS_RUNS = int(os.environ.get("SNAPVC_ATHERIS_RUNS", "200000"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("atheris") is None,
+                    reason="atheris is not installed (it has wheels for Linux x86_64 only)")
+def test_coverage_guided_fuzzing_of_the_decoders(tmp_path: Path) -> None:
+    """tests/fuzz_decoders.py under libFuzzer, from a corpus of real frames of every
+    kind: a finding (an exception other than snapvc's own) makes it exit non-zero."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for n, sample in enumerate(SAMPLES):
+        (corpus / f"full-{n}").write_bytes(encode_frame(sample))
+        (corpus / f"raw-{n}").write_bytes(bytes((0,)) + _varint(len(sample)) + sample)
+    script = Path(__file__).with_name("fuzz_decoders.py")
+    done = subprocess.run([sys.executable, str(script), str(corpus), f"-runs={ATHERIS_RUNS}", "-max_len=4096",
+                           "-seed=20261123", "-timeout=10"], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"Done {ATHERIS_RUNS} runs" in done.stderr
+    TRIED["atheris (coverage-guided)"] = ATHERIS_RUNS
 
 
 def test_a_decompression_bomb_is_refused_without_inflating_it() -> None:
