@@ -191,6 +191,26 @@ def test_values_snapvc_cannot_store_go_through_the_serializer_and_never_pickle(t
         SnapvcSaver("memory://", serde=JsonPlusSerializer(pickle_fallback=True))
 
 
+def test_a_delta_channel_is_rebuilt_from_the_writes_of_its_ancestors(tmp_path: Path) -> None:
+    from langgraph.channels import DeltaChannel
+
+    def append_all(state: list[Any] | None, writes: list[list[int]]) -> list[Any]:
+        return [*(state or []), *(x for batch in writes for x in batch)]
+
+    Log = TypedDict("Log", {"items": Annotated[list, DeltaChannel(append_all, snapshot_frequency=4)]})
+    builder = StateGraph(Log)
+    builder.add_node("add", lambda s: {"items": [len(s["items"])]})
+    builder.add_edge(START, "add")
+    builder.add_conditional_edges("add", lambda s: END if len(s["items"]) >= 10 else "add", ["add", END])
+    with SnapvcSaver(tmp_path / "delta.snapvc") as saver:
+        graph = builder.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "d"}, "recursion_limit": 50}
+        graph.invoke({"items": []}, config)
+        assert graph.get_state(config).values == {"items": list(range(10))}
+        by_step = {s.metadata["step"]: s.values.get("items") for s in graph.get_state_history(config)}
+        assert by_step[5] == list(range(5)) and by_step[10] == list(range(10))
+
+
 def test_the_async_api_runs_a_graph(tmp_path: Path) -> None:
     async def main() -> tuple[Any, list[Any]]:
         async with SnapvcSaver(tmp_path / "async.snapvc") as saver:
