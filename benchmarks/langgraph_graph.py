@@ -48,6 +48,7 @@ from benchmarks.measure import (
     duration,
     measure_store,
     median_time,
+    percentile,
     ratio,
     size,
     store_files,
@@ -238,7 +239,7 @@ def _run(part: str, scale: Scale, seed: int, folder: Path, say: Callable[[str], 
     stored = sum(store_files(path).values())
     say(f"  {name}: {size(stored)}, get_state {duration(get_state_s)}, history {duration(history_s)}")
     result = SaverFigures(name, len(history), stored, statistics.median(put_times[-WINDOW:]),
-                          sorted(put_times)[int(0.99 * (len(put_times) - 1))], get_state_s, history_s, repeats, checks)
+                          percentile(put_times, 99), get_state_s, history_s, repeats, checks)
     if part == "snapvc":
         assert figures is not None
         return SnapvcFigures(result, figures, branches)
