@@ -63,7 +63,7 @@ from snapvc.store.codec import frame_base, open_object_store
 if TYPE_CHECKING:
     from snapvc.repository import Repository
 
-__all__ = ["Keep", "GcPlan", "GcReport", "plan_gc", "sweep", "gc", "thin_history", "DEFAULT_GRACE",
+__all__ = ["Keep", "Rewrite", "GcPlan", "GcReport", "plan_gc", "sweep", "gc", "thin_history", "DEFAULT_GRACE",
            "DEFAULT_REFLOG_EXPIRY"]
 
 DEFAULT_GRACE = timedelta(hours=1)

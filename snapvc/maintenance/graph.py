@@ -16,7 +16,8 @@ from snapvc.errors import CorruptObjectError, ObjectNotFoundError, SnapvcError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, COMMIT, MAP, SEQ, TEXT, Commit, split_object
 
-__all__ = ["Progress", "no_progress", "BATCH", "ref_roots", "reflog_roots", "read_children", "batches", "Edge"]
+__all__ = ["Progress", "no_progress", "BATCH", "ref_roots", "reflog_roots", "read_children", "read_commit", "read_batch",
+           "batches", "Edge"]
 
 T = TypeVar("T")
 # ``progress(items, total, description)`` yields ``items``, showing how far it got; the
@@ -128,5 +129,3 @@ def read_batch(store: Any, ids: list[ObjectId]) -> tuple[dict[ObjectId, bytes], 
             errors[oid] = ObjectNotFoundError(oid)
     return found, errors
 
-
-__all__ += ["read_commit", "read_batch"]
