@@ -143,8 +143,10 @@ def _read_all(repo: Repository, progress: Progress) -> _Graph:
                 graph.bases[oid] = base
         found, errors = read_batch(store, batch)
         for oid, exc in errors.items():
-            kind = "missing" if isinstance(exc, ObjectNotFoundError) and oid not in graph.present else "corrupt"
-            graph.bad[oid] = (kind, str(exc))
+            if isinstance(exc, ObjectNotFoundError):
+                graph.present.discard(oid)  # listed, then deleted (a gc beside): whoever needs it says so
+            else:
+                graph.bad[oid] = ("corrupt", str(exc))
         for oid, data in found.items():
             try:
                 kind, payload = split_object(oid, data)

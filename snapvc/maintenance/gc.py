@@ -295,7 +295,7 @@ class _Marker:
         self.commits: set[ObjectId] = set()
         self.objects: set[ObjectId] = set()
 
-    def mark(self, roots: Iterable[tuple[ObjectId, str]], progress: Progress = no_progress) -> None:
+    def mark(self, roots: Iterable[tuple[ObjectId, str]]) -> None:
         trees: list[ObjectId] = []
         waiting = [(oid, why) for oid, why in roots]
         while waiting:
@@ -315,9 +315,10 @@ class _Marker:
             if commit.tree not in self.objects:
                 trees.append(commit.tree)
             waiting.extend((p, f"parent of {oid.short}") for p in commit.parents)
-        self._mark_trees(trees, progress)
+        self._mark_trees(trees)
 
-    def _mark_trees(self, level: list[ObjectId], progress: Progress) -> None:
+    def _mark_trees(self, level: list[ObjectId]) -> None:
+        """Mark ``level`` and everything below it, one level of the trees per batch read."""
         level = [oid for oid in dict.fromkeys(level) if oid not in self.objects]
         while level:
             self.objects.update(level)
@@ -388,7 +389,7 @@ def plan_gc(repo: Repository, *, grace: timedelta | float = DEFAULT_GRACE,
     sizes, bases = _frames(repo, ids, progress)
     commit_ages = repo.commits.mtimes()
     marker = _Marker(repo, store, extra_commits or {}, set(ids))
-    marker.mark([*_roots(repo, now, now - expiry_s, grace_s, commit_ages, moved), *extra_roots], progress)
+    marker.mark([*_roots(repo, now, now - expiry_s, grace_s, commit_ages, moved), *extra_roots])
     ages = {}
     unreachable = [oid for oid in ids if oid not in marker.objects]
     for batch in batches(unreachable):
@@ -427,7 +428,7 @@ def sweep(repo: Repository, plan: GcPlan, progress: Progress = no_progress) -> t
         commit_ages = repo.commits.mtimes()
         # Roots as they are now: refs and reflog entries written since the plan, commits
         # made since; the ages use the plan's time, so nothing the plan kept is dropped.
-        marker.mark(_roots(repo, plan.now, plan.reflog_before, plan.grace_seconds, commit_ages), progress)
+        marker.mark(_roots(repo, plan.now, plan.reflog_before, plan.grace_seconds, commit_ages))
         doomed = [oid for oid in plan.garbage_objects if oid not in marker.objects]
         ages: dict[ObjectId, float] = {}
         for batch in batches(doomed):
