@@ -1,7 +1,8 @@
 """Where a repository lives: the object store, ref store and commit index of one location.
 
-``open_backend("memory://")`` keeps everything in this process; any other location is a
-path to the embedded default, one SQLite file holding all three.
+``open_backend("memory://")`` keeps everything in this process; ``s3://bucket/prefix``
+is a repository on S3-compatible storage (``snapvc.backend_s3``); any other location is
+a path to the embedded default, one SQLite file holding all three.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class Backend:
     _lock: Any = None
     _durability: str = "normal"
     _gc_epoch: int = 0  # memory backends: the count of gc sweeps (SQLite keeps it in ``meta``)
+    _settings: dict[str, str] | None = None  # memory backends' settings (SQLite keeps them in ``meta``)
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -69,6 +71,18 @@ class Backend:
         else:
             self._gc_epoch += 1
 
+    def get_setting(self, key: str) -> str | None:
+        """A setting kept in the repository (e.g. its remotes), None if unset."""
+        if self.file is not None:
+            return self.file.get_meta(f"setting:{key}")
+        return (self._settings or {}).get(key)
+
+    def set_setting(self, key: str, value: str) -> None:
+        if self.file is not None:
+            self.file.set_meta(f"setting:{key}", value)
+        else:
+            self._settings = {**(self._settings or {}), key: value}
+
     @property
     def durability(self) -> str:
         """The durability mode (``snapvc.store.sqlite``); a memory backend has none to
@@ -91,14 +105,22 @@ class Backend:
 
 
 def open_backend(location: str | os.PathLike[str], *, create: bool = True, durability: str = "normal",
-                 clock: Callable[[], float] | None = None) -> Backend:
+                 clock: Callable[[], float] | None = None, **options: Any) -> Backend:
+    """The backend at ``location``. ``options`` are for S3 locations (``endpoint``,
+    ``region``: see ``snapvc.backend_s3.open_s3_backend``)."""
     kw = {"clock": clock} if clock is not None else {}
     text = os.fspath(location)
+    if text.startswith("s3://"):
+        from snapvc.backend_s3 import open_s3_backend  # obstore loads here, not with snapvc
+
+        return open_s3_backend(text, create=create, durability=durability, clock=clock, **options)
+    if options:
+        raise TypeError(f"{', '.join(sorted(options))}: options of s3:// locations, not of {text!r}")
     if text == MEMORY_URL or text.startswith(MEMORY_URL):
         return Backend(MEMORY_URL, MemoryObjectStore(**kw), MemoryRefStore(**kw), MemoryCommitIndex(**kw))
     if "://" in text:
         scheme = text.split("://", 1)[0]
-        raise RepositoryError(f"unsupported repository location {text!r}: scheme {scheme!r} is not known (use a file path or memory://)")
+        raise RepositoryError(f"unsupported repository location {text!r}: scheme {scheme!r} is not known (use a file path, memory:// or s3://bucket/prefix)")
     file = SqliteFile(Path(text), create=create, durability=durability)
     try:
         return Backend(text, SqliteObjectStore(file, **kw), SqliteRefStore(file, **kw), SqliteCommitIndex(file, **kw), file)

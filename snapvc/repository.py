@@ -1017,13 +1017,15 @@ def _parse_paths(paths: StatePath | Iterable[StatePath]) -> list[tuple[str | int
 
 
 def open(location: str | os.PathLike[str] = "agent.snapvc", *, create: bool = True, durability: str = "normal",
-         clock: Callable[[], float] | None = None, author: str | None = None) -> Repository:
-    """Open (or create) a repository: a file path for the embedded default, or ``"memory://"``.
+         clock: Callable[[], float] | None = None, author: str | None = None, **options: Any) -> Repository:
+    """Open (or create) a repository: a file path for the embedded default, ``"memory://"``,
+    or ``"s3://bucket/prefix"`` on S3-compatible storage (``options``: ``endpoint=``,
+    ``region=``; credentials from the environment; see ``snapvc.backend_s3``).
 
     ``durability`` is ``"sync"``, ``"normal"`` (default) or ``"batch"`` (see
     ``snapvc.store.sqlite``). ``clock`` and ``author`` are injectable for reproducible runs.
     """
-    backend = open_backend(location, create=create, durability=durability, clock=clock)
+    backend = open_backend(location, create=create, durability=durability, clock=clock, **options)
     return Repository(backend, clock=clock or time.time, author=author)
 
 

@@ -35,10 +35,18 @@ def clock() -> TickingClock:
     return TickingClock()
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "s3"])
 def store(request: pytest.FixtureRequest, tmp_path: Path, clock: TickingClock) -> Iterator[RefStore]:
     if request.param == "memory":
         yield MemoryRefStore(clock=clock)
+        return
+    if request.param == "s3":  # a real S3 server: SeaweedFS on 127.0.0.1 (tests/conftest.py)
+        from snapvc.refs.s3 import S3RefStore
+        from snapvc.store.s3 import S3Client, S3Location
+
+        client = S3Client(S3Location.parse(request.getfixturevalue("s3_url")))
+        yield S3RefStore(client, clock=clock)
+        client.close()
         return
     file = SqliteFile(tmp_path / "refs.snapvc")
     refs = SqliteRefStore(file, clock=clock)

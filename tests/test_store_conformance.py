@@ -46,37 +46,53 @@ class Stores:
     reopen: Callable[[], ObjectStore]  # a new store over the same backend, with no caches
 
 
-def make_raw(kind: str, tmp_path: Path, clock: FakeClock) -> tuple[ObjectStore, Callable[[], None]]:
+def make_raw(kind: str, tmp_path: Path, clock: FakeClock,
+             request: pytest.FixtureRequest) -> tuple[ObjectStore, Callable[[], None], Callable[[], ObjectStore]]:
+    """A raw backend, how to close it, and how to open another over the same data with
+    no caches (a second process, say)."""
     if kind == "memory":
-        return MemoryObjectStore(clock=clock), lambda: None
+        store = MemoryObjectStore(clock=clock)
+        return store, lambda: None, lambda: store
+    if kind == "s3":  # a real S3 server: SeaweedFS on 127.0.0.1 (tests/conftest.py)
+        from snapvc.store.s3 import Packs, S3Client, S3Location, S3ObjectStore
+
+        location = S3Location.parse(request.getfixturevalue("s3_url"))
+        clients = [S3Client(location)]
+
+        def fresh() -> ObjectStore:
+            clients.append(S3Client(location))
+            return S3ObjectStore(Packs(clients[-1], clock))
+
+        return S3ObjectStore(Packs(clients[0], clock)), lambda: [c.close() for c in clients], fresh
     file = SqliteFile(tmp_path / "objects.snapvc")
-    return SqliteObjectStore(file, clock=clock), file.close
+    store = SqliteObjectStore(file, clock=clock)
+    return store, file.close, lambda: store
 
 
-@pytest.fixture(params=["memory", "sqlite", "memory+codec", "sqlite+codec"])
+@pytest.fixture(params=["memory", "sqlite", "s3", "memory+codec", "sqlite+codec", "s3+codec"])
 def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
     clock = FakeClock()
-    backend, close = make_raw(request.param.split("+")[0], tmp_path, clock)
+    backend, close, fresh = make_raw(request.param.split("+")[0], tmp_path, clock, request)
     if request.param.endswith("+codec"):
-        yield Stores(open_object_store(backend), backend, clock, lambda: open_object_store(backend))
+        yield Stores(open_object_store(backend), backend, clock, lambda: open_object_store(fresh()))
     else:
-        yield Stores(backend, backend, clock, lambda: backend)
+        yield Stores(backend, backend, clock, fresh)
     close()
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "s3"])
 def raw(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStore]:
     """A raw backend alone: it keeps whatever bytes it is handed, under any id."""
-    backend, close = make_raw(request.param, tmp_path, FakeClock())
+    backend, close, _ = make_raw(request.param, tmp_path, FakeClock(), request)
     yield backend
     close()
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "s3"])
 def stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
     clock = FakeClock()
-    backend, close = make_raw(request.param, tmp_path, clock)
-    yield Stores(open_object_store(backend), backend, clock, lambda: open_object_store(backend))
+    backend, close, fresh = make_raw(request.param, tmp_path, clock, request)
+    yield Stores(open_object_store(backend), backend, clock, lambda: open_object_store(fresh()))
     close()
 
 
@@ -493,6 +509,8 @@ def test_a_damaged_dictionary_is_reported_by_the_reads_that_need_it(stack: Store
     (number, stored), = stack.raw.dictionaries().items()
     if isinstance(stack.raw, MemoryObjectStore):
         stack.raw._dictionaries[number] = stored[:20] + bytes(len(stored) - 20)
+    elif hasattr(stack.raw, "client"):  # S3: the dictionary is an object of its own
+        stack.raw.client.put(f"dictionaries/{number}", bytes(100))
     else:
         stack.raw.file.conn.execute("UPDATE dictionaries SET data = zeroblob(100)")
     reader = stack.reopen()

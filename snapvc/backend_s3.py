@@ -1,0 +1,119 @@
+"""A repository on S3-compatible object storage: ``snapvc.open("s3://bucket/prefix", endpoint=..., region=...)``.
+
+Assembles the S3 object store and commit index (``snapvc.store.s3``, packs) and the S3
+ref store (``snapvc.refs.s3``, conditional writes) over one client. Needs the ``s3``
+extra (``pip install 'snapvc[s3]'``: obstore). Credentials come from the environment,
+as for any AWS client (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ...).
+
+What a transaction means here: S3 has no multi-key atomicity, so
+``Backend.transaction()`` buffers the objects and commits written inside it and sends
+them as one pack when it ends, or as soon as a ref is about to move (objects first,
+then the ref: invariant 1). A failed transaction sends nothing of what it buffered.
+Refs move one at a time by compare-and-swap; a crash between a pack and its ref move
+leaves an unreferenced pack for gc, never a ref to something missing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from snapvc.backend import Backend
+from snapvc.refs.s3 import S3RefStore
+from snapvc.store.s3 import (
+    Packs,
+    S3Client,
+    S3CommitIndex,
+    S3Location,
+    S3ObjectStore,
+    check_or_create_marker,
+    read_meta,
+    write_meta,
+)
+from snapvc.store.sqlite import DURABILITY_MODES
+
+__all__ = ["S3Backend", "open_s3_backend"]
+
+# How long a read gc epoch is trusted (a commit asks twice; see ``Backend.gc_epoch``).
+_EPOCH_SECONDS = 1.0
+
+
+@dataclass
+class S3Backend(Backend):
+    """A ``Backend`` whose three stores live under one S3 prefix."""
+
+    client: S3Client | None = None
+    packs: Packs | None = None
+    _epoch_read: tuple[float, int] | None = None
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One locked section whose writes go up as one pack (see the module docstring)."""
+        assert self.packs is not None
+        with self._lock:
+            self.packs.begin()
+            ok = False
+            try:
+                yield
+                ok = True
+            finally:
+                self.packs.end(ok)
+
+    def gc_epoch(self) -> int:
+        assert self.client is not None
+        now = time.monotonic()
+        if self._epoch_read is None or now - self._epoch_read[0] > _EPOCH_SECONDS:
+            self._epoch_read = (now, int(read_meta(self.client, "gc_epoch") or 0))
+        return self._epoch_read[1]
+
+    def bump_gc_epoch(self) -> None:
+        assert self.client is not None
+        self._epoch_read = None
+        write_meta(self.client, "gc_epoch", str(self.gc_epoch() + 1))
+        self._epoch_read = None
+
+    def get_setting(self, key: str) -> str | None:
+        assert self.client is not None
+        return read_meta(self.client, f"setting-{key}")
+
+    def set_setting(self, key: str, value: str) -> None:
+        assert self.client is not None
+        write_meta(self.client, f"setting-{key}", value)
+
+    @property
+    def s3_stats(self) -> Any:
+        """Requests and bytes this backend exchanged with the server (``S3Stats``)."""
+        assert self.client is not None
+        return self.client.stats
+
+    def close(self) -> None:
+        super().close()
+        if self.client is not None:
+            self.client.close()
+
+
+def open_s3_backend(url: str, *, create: bool = True, durability: str = "normal",
+                    clock: Callable[[], float] | None = None, endpoint: str | None = None,
+                    region: str | None = None) -> S3Backend:
+    """The repository at ``s3://bucket/prefix``: ``endpoint`` (e.g. ``http://127.0.0.1:8333``
+    for a local server; default ``AWS_ENDPOINT_URL`` or AWS) and ``region`` (default
+    ``AWS_REGION``). Created (a marker object under the prefix) unless ``create`` is False.
+    ``durability`` is accepted for symmetry: a PUT that returned is durable on the server."""
+    if durability not in DURABILITY_MODES:
+        raise ValueError(f"durability must be one of {sorted(DURABILITY_MODES)}, got {durability!r}")
+    location = S3Location.parse(url, endpoint, region)
+    client = S3Client(location)
+    try:
+        check_or_create_marker(client, create=create)
+    except BaseException:
+        client.close()
+        raise
+    tick = clock or time.time
+    packs = Packs(client, tick)
+    backend = S3Backend(location.url, S3ObjectStore(packs), S3RefStore(client, tick, before_write=packs.flush),
+                        S3CommitIndex(packs), client=client, packs=packs)
+    backend._durability = durability
+    return backend

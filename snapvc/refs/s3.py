@@ -1,0 +1,239 @@
+"""Refs, symbolic refs and the reflog on S3, moved by conditional writes.
+
+Each ref name is one key, ``refs/<name, percent-escaped>``, whose JSON body holds the
+ref's target (or its symbolic target), a *generation* counter and the newest reflog
+entries. A move reads the body and its ETag, and writes the next body with
+``If-Match: <ETag>`` (``If-None-Match: *`` for a name never written): if another writer
+moved the ref in between, the write fails with 412 and the compare is made again
+against what is there now. The ETag is the MD5 of the body, so two bodies naming the
+same target would share one (A -> B -> A: ABA); the generation, one more at every
+write, makes every body unique.
+
+The reflog entry of a move is in the body the move writes: the move and its entry are
+one atomic write (invariant 3). A body keeps at most ``REFLOG_TAIL`` entries; a writer
+that would exceed it first stores the oldest half as an immutable segment
+``reflog/<name>/<first generation>-<last generation>`` (its content is fixed by the
+body every writer read, so racing writers write the same segment) and then moves the
+ref without them. Readers merge segments and the body by generation.
+
+A deleted ref keeps its key as a body without a target (its reflog stays), so a name
+is created again by If-Match on that body, and its generation keeps counting.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, unquote
+
+from snapvc.errors import RefError
+from snapvc.ids import ObjectId
+from snapvc.refs.base import ReflogEntry, _as_id, _check_symbolic
+from snapvc.refs.names import check_full_ref_name
+from snapvc.store.s3 import PreconditionFailed, S3Client
+
+__all__ = ["S3RefStore", "REFLOG_TAIL"]
+
+REFLOG_TAIL = 64
+_PREFIX = "refs/"
+_REFLOG = "reflog/"
+# A ref that keeps losing races to changes that are not moves (symbolic, reflog expiry)
+# gives up after this many rounds.
+_MAX_ROUNDS = 100
+
+
+def _key(name: str) -> str:
+    return _PREFIX + quote(name, safe="")
+
+
+@dataclass
+class _Body:
+    generation: int = 0
+    target: ObjectId | None = None
+    symbolic: str | None = None
+    reflog: list[list[Any]] = field(default_factory=list)  # [generation, old hex, new hex, time, reason], oldest first
+    etag: str | None = None  # None: the key does not exist
+
+    def encode(self) -> bytes:
+        return json.dumps({"generation": self.generation, "target": self.target.hex if self.target else None,
+                           "symbolic": self.symbolic, "reflog": self.reflog}, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, name: str, data: bytes, etag: str) -> _Body:
+        try:
+            raw = json.loads(data)
+            target = ObjectId.from_hex(raw["target"]) if raw.get("target") else None
+            return cls(int(raw["generation"]), target, raw.get("symbolic"), list(raw.get("reflog") or []), etag)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RefError(name, f"ref {name!r}: damaged body on S3 ({exc})") from None
+
+
+def _entry(name: str, row: list[Any]) -> ReflogEntry:
+    _, old, new, when, reason = row
+    return ReflogEntry(name, ObjectId.from_hex(old) if old else None, ObjectId.from_hex(new) if new else None,
+                       float(when), reason)
+
+
+class S3RefStore:
+    """The ``RefStore`` of a repository on S3 (see the module docstring).
+
+    ``before_write`` runs before every ref write: the object store's pending pack goes
+    up first, so no ref ever points at objects not yet stored (invariant 1)."""
+
+    def __init__(self, client: S3Client, clock: Callable[[], float] = time.time,
+                 before_write: Callable[[], None] | None = None) -> None:
+        self.client = client
+        self._clock = clock
+        self._before_write = before_write or (lambda: None)
+
+    # -- one body ----------------------------------------------------------------------------
+
+    def _read(self, name: str) -> _Body:
+        found = self.client.get(_key(name))
+        if found is None:
+            return _Body()
+        return _Body.decode(name, *found)
+
+    def _write(self, name: str, old: _Body, new: _Body) -> bool:
+        """Write ``new`` over ``old`` if ``old`` is still there; False if it changed."""
+        self._before_write()
+        new.generation = old.generation + 1
+        self._spill_reflog(name, new)
+        try:
+            if old.etag is None:
+                self.client.put(_key(name), new.encode(), create=True)
+            else:
+                self.client.put(_key(name), new.encode(), if_match=old.etag)
+        except PreconditionFailed:
+            return False
+        return True
+
+    def _spill_reflog(self, name: str, body: _Body) -> None:
+        if len(body.reflog) <= REFLOG_TAIL:
+            return
+        spill = body.reflog[: len(body.reflog) // 2]
+        key = f"{_REFLOG}{quote(name, safe='')}/{spill[0][0]:012d}-{spill[-1][0]:012d}"
+        self.client.put(key, json.dumps(spill, separators=(",", ":")).encode())
+        body.reflog = body.reflog[len(spill) :]
+
+    def _log(self, body: _Body, old: ObjectId | None, new: ObjectId | None, reason: str) -> None:
+        body.reflog = body.reflog + [[body.generation + 1, old.hex if old else None, new.hex if new else None,
+                                      float(self._clock()), reason]]
+
+    # -- the protocol ----------------------------------------------------------------------
+
+    def get(self, name: str) -> ObjectId | None:
+        check_full_ref_name(name)
+        return self._read(name).target
+
+    def list(self, prefix: str = "refs/") -> dict[str, ObjectId]:
+        # S3 listings go by folders ("/"), and ref names are escaped into one folder: the
+        # names with the prefix are picked here.
+        names = [name for key, _ in self.client.list(_PREFIX)
+                 if (name := unquote(key[len(_PREFIX) :])).startswith(prefix)]
+        bodies = self.client.pool.map(self._read, names)
+        found = {name: body.target for name, body in zip(names, bodies, strict=True) if body.target is not None}
+        return dict(sorted(found.items()))
+
+    def compare_and_swap(self, name: str, expected: ObjectId | None, new: ObjectId | None, reason: str) -> bool:
+        check_full_ref_name(name)
+        expected = _as_id(expected, "expected")
+        new = _as_id(new, "new")
+        for _ in range(_MAX_ROUNDS):
+            body = self._read(name)
+            if body.target != expected:
+                return False
+            if expected == new:
+                return True
+            moved = _Body(body.generation, new, None if new is not None else body.symbolic, list(body.reflog))
+            self._log(moved, expected, new, reason)
+            if self._write(name, body, moved):
+                return True
+            # Someone wrote the body meanwhile: compare again with what is there now.
+        raise RefError(name, f"ref {name!r}: {_MAX_ROUNDS} conditional writes in a row lost on {self.client.where(_key(name))}")
+
+    def reflog(self, name: str, limit: int | None = None) -> builtins.list[ReflogEntry]:
+        check_full_ref_name(name)
+        if limit is not None and limit <= 0:
+            return []
+        rows = {row[0]: row for row in self._read(name).reflog}
+        if limit is None or len(rows) < limit:
+            for segment in self._segments(name):
+                found = self.client.get(segment)
+                if found is not None:
+                    rows.update((row[0], row) for row in json.loads(found[0]))
+        entries = [_entry(name, rows[g]) for g in sorted(rows, reverse=True)]
+        return entries if limit is None else entries[:limit]
+
+    def _segments(self, name: str) -> builtins.list[str]:
+        return [key for key, _ in self.client.list(f"{_REFLOG}{quote(name, safe='')}/")]
+
+    def reflog_names(self) -> builtins.list[str]:
+        names = [unquote(key[len(_PREFIX) :]) for key, _ in self.client.list(_PREFIX)]
+        bodies = self.client.pool.map(self._read, names)
+        found = {name for name, body in zip(names, bodies, strict=True) if body.reflog}
+        found.update(unquote(key[len(_REFLOG) :].split("/", 1)[0]) for key, _ in self.client.list(_REFLOG))
+        return sorted(found)
+
+    def expire_reflog(self, before: float, name: str | None = None) -> int:
+        if name is not None:
+            check_full_ref_name(name)
+        removed = 0
+        for ref in [name] if name is not None else self.reflog_names():
+            for _ in range(_MAX_ROUNDS):
+                body = self._read(ref)
+                kept = [row for row in body.reflog if row[3] >= before]
+                if len(kept) == len(body.reflog):
+                    break
+                trimmed = _Body(body.generation, body.target, body.symbolic, kept)
+                if self._write(ref, body, trimmed):
+                    removed += len(body.reflog) - len(kept)
+                    break
+            for segment in self._segments(ref):
+                found = self.client.get(segment)
+                if found is None:
+                    continue
+                rows = json.loads(found[0])
+                kept = [row for row in rows if row[3] >= before]
+                if len(kept) == len(rows):
+                    continue
+                if kept:
+                    self.client.put(f"{_REFLOG}{quote(ref, safe='')}/{kept[0][0]:012d}-{kept[-1][0]:012d}",
+                                    json.dumps(kept, separators=(",", ":")).encode())
+                self.client.delete([segment])
+                removed += len(rows) - len(kept)
+        return removed
+
+    def get_symbolic(self, name: str) -> str | None:
+        check_full_ref_name(name)
+        return self._read(name).symbolic
+
+    def set_symbolic(self, name: str, target: str) -> None:
+        _check_symbolic(name, target)
+        for _ in range(_MAX_ROUNDS):
+            body = self._read(name)
+            if body.symbolic == target and body.target is None:
+                return
+            changed = _Body(body.generation, None, target, list(body.reflog))
+            if body.target is not None:
+                self._log(changed, body.target, None, f"symbolic ref to {target}")
+            if self._write(name, body, changed):
+                return
+        raise RefError(name, f"ref {name!r}: {_MAX_ROUNDS} conditional writes in a row lost on {self.client.where(_key(name))}")
+
+    def delete_symbolic(self, name: str) -> bool:
+        check_full_ref_name(name)
+        for _ in range(_MAX_ROUNDS):
+            body = self._read(name)
+            if body.symbolic is None:
+                return False
+            if self._write(name, body, _Body(body.generation, body.target, None, list(body.reflog))):
+                return True
+        raise RefError(name, f"ref {name!r}: {_MAX_ROUNDS} conditional writes in a row lost on {self.client.where(_key(name))}")
+
+    def close(self) -> None:
+        pass

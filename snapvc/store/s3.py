@@ -1,0 +1,809 @@
+"""Objects and commits on S3-compatible object storage, packed per write, through ``obstore``.
+
+Many small PUTs are slow (a client manages a few hundred a second) while one large
+object goes up at tens of MB/s, so a repository on S3 never stores an object per key.
+Everything one write brings — a commit's new objects and the commit itself — goes up
+as one *pack*: one PUT, however many objects. Reads fetch single frames by byte range.
+
+Layout under ``s3://bucket/prefix/``::
+
+    snapvc.json                     the repository marker: format version
+    packs/<ms>-<random>.pack        packs, named by the writer's clock (oldest first)
+    dictionaries/<n>                zstd dictionaries (codec.py), created with If-None-Match
+    refs/..., reflog/...            refs and their reflog (``snapvc.refs.s3``)
+    meta/<key>                      small settings: the gc epoch, remotes
+
+A pack is ``MAGIC``, a 4-byte little-endian header length, a msgpack header, then the
+frames back to back. The header lists every object (id, offset into the frames, length,
+age) and holds each commit of the pack whole (its canonical bytes and age): reading
+the headers of a repository's packs gives the object index *and* the commit index,
+so ``log`` and ``main~400`` never fetch a frame. An entry of length ``TOUCH`` stores
+no frame: it refreshes the age of an object stored in an earlier pack (invariant 4).
+
+Readers list ``packs/`` once, read each pack's header (one ranged GET; a small pack
+comes whole and its frames are kept in the cache), and list again only when asked
+for an id they do not know. Objects are immutable and packs are written whole, so a
+reader never sees half a pack. gc rewrites the packs that hold garbage without it and
+deletes the old ones (``delete_many``).
+
+Inside ``Backend.transaction()`` writes are buffered and go up as one pack when the
+transaction ends, or before any ref moves (``flush``): objects first, then the ref
+(invariant 1). There is no multi-key atomicity on S3: a crash after a pack went up and
+before its ref moved leaves an unreferenced pack, which gc removes after its grace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import struct
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import msgpack
+
+from snapvc.errors import ObjectNotFoundError, RepositoryError, RepositoryNotFoundError
+from snapvc.ids import ObjectId
+from snapvc.objects import COMMIT, Commit, split_object
+from snapvc.store.base import StoreSizes
+
+__all__ = ["S3Location", "S3Client", "S3Stats", "Packs", "S3ObjectStore", "S3CommitIndex", "parse_s3_url"]
+
+MAGIC = b"SNVPACK1"
+PACK_FORMAT = 1
+TOUCH = 0xFFFFFFFF
+# The first ranged read of a pack: its header, and the whole pack when it is this small.
+HEAD_BYTES = 64 << 10
+# Frames kept in memory (hot objects, own writes, small packs read whole).
+CACHE_BYTES = 64 << 20
+# Concurrent requests of one client (header reads, ranged reads of many packs).
+PARALLEL = 16
+
+
+def parse_s3_url(url: str) -> tuple[str, str]:
+    """``s3://bucket/some/prefix`` -> ``("bucket", "some/prefix")``; ``RepositoryError`` if malformed."""
+    parts = urlsplit(url)
+    if parts.scheme != "s3" or not parts.netloc:
+        raise RepositoryError(f"{url!r} is not an S3 location: write s3://bucket/prefix")
+    return parts.netloc, parts.path.strip("/")
+
+
+@dataclass
+class S3Stats:
+    """Requests and bytes one client exchanged with the server, by kind of request."""
+
+    requests: dict[str, int] = field(default_factory=dict)
+    bytes_sent: int = 0
+    bytes_received: int = 0
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.requests.values())
+
+    def copy(self) -> S3Stats:
+        return S3Stats(dict(self.requests), self.bytes_sent, self.bytes_received)
+
+    def __sub__(self, other: S3Stats) -> S3Stats:
+        kinds = set(self.requests) | set(other.requests)
+        return S3Stats({k: self.requests.get(k, 0) - other.requests.get(k, 0) for k in sorted(kinds)},
+                       self.bytes_sent - other.bytes_sent, self.bytes_received - other.bytes_received)
+
+    def __str__(self) -> str:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.requests.items()) if n)
+        return f"{self.total_requests} requests ({kinds}); {self.bytes_sent:,} bytes sent, {self.bytes_received:,} received"
+
+
+class PreconditionFailed(Exception):
+    """A conditional PUT lost: the key exists (create) or changed (If-Match)."""
+
+
+@dataclass(frozen=True)
+class S3Location:
+    """Where a repository lives on S3, and how to reach it. Credentials come from the
+    usual environment variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+    ``AWS_SESSION_TOKEN``, ``AWS_ENDPOINT_URL``, ``AWS_REGION``...), as obstore reads them."""
+
+    bucket: str
+    prefix: str
+    endpoint: str | None = None
+    region: str | None = None
+
+    @classmethod
+    def parse(cls, url: str, endpoint: str | None = None, region: str | None = None) -> S3Location:
+        bucket, prefix = parse_s3_url(url)
+        return cls(bucket, prefix, endpoint, region)
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+
+    def options(self) -> dict[str, str]:
+        """What ``snapvc.open`` needs besides the URL to reach the same place."""
+        return {k: v for k, v in (("endpoint", self.endpoint), ("region", self.region)) if v}
+
+
+class S3Client:
+    """The few S3 requests snapvc makes, over one obstore ``S3Store``, counted in ``stats``.
+
+    Keys are relative to the location's prefix. Errors name the bucket and key."""
+
+    def __init__(self, location: S3Location) -> None:
+        from obstore.store import S3Store  # the s3 extra: imported only when S3 is used
+
+        self.location = location
+        config: dict[str, Any] = {}
+        if location.endpoint:
+            config["endpoint"] = location.endpoint
+        if location.region:
+            config["region"] = location.region
+        endpoint = location.endpoint or os.environ.get("AWS_ENDPOINT_URL", "")
+        client_options = {"allow_http": True} if endpoint.startswith("http://") else {}
+        self._store = S3Store(location.bucket, prefix=location.prefix or None, client_options=client_options,
+                              **config)
+        self.stats = S3Stats()
+        self._lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(PARALLEL, thread_name_prefix="snapvc-s3")
+
+    def _count(self, kind: str, sent: int = 0, received: int = 0) -> None:
+        with self._lock:
+            self.stats.requests[kind] = self.stats.requests.get(kind, 0) + 1
+            self.stats.bytes_sent += sent
+            self.stats.bytes_received += received
+
+    def where(self, key: str) -> str:
+        return f"s3://{self.location.bucket}/{self.location.prefix + '/' if self.location.prefix else ''}{key}"
+
+    def get(self, key: str) -> tuple[bytes, str] | None:
+        """The bytes and ETag at ``key``, None if there is none."""
+        import obstore
+
+        try:
+            result = obstore.get(self._store, key)
+            data = bytes(result.bytes())
+        except FileNotFoundError:
+            self._count("GET")
+            return None
+        except Exception as exc:
+            raise RepositoryError(f"reading {self.where(key)} failed: {exc}") from None
+        self._count("GET", received=len(data))
+        return data, result.meta["e_tag"] or ""
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` (exclusive) of ``key``; ``FileNotFoundError`` if it is gone."""
+        import obstore
+
+        try:
+            data = bytes(obstore.get_range(self._store, key, start=start, end=end))
+        except FileNotFoundError:
+            self._count("GET")
+            raise
+        except Exception as exc:
+            raise RepositoryError(f"reading bytes {start}-{end} of {self.where(key)} failed: {exc}") from None
+        self._count("GET", received=len(data))
+        return data
+
+    def get_ranges(self, key: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """Several byte ranges of ``key`` (obstore coalesces near ones into one request)."""
+        import obstore
+
+        if len(ranges) == 1:
+            return [self.get_range(key, *ranges[0])]
+        try:
+            found = [bytes(b) for b in obstore.get_ranges(self._store, key, starts=[a for a, _ in ranges],
+                                                            ends=[b for _, b in ranges])]
+        except FileNotFoundError:
+            self._count("GET")
+            raise
+        except Exception as exc:
+            raise RepositoryError(f"reading {len(ranges)} ranges of {self.where(key)} failed: {exc}") from None
+        self._count("GET", received=sum(map(len, found)))
+        return found
+
+    def put(self, key: str, data: bytes, *, create: bool = False, if_match: str | None = None) -> str:
+        """Store ``data`` at ``key``; returns the new ETag. ``create``: only if the key does
+        not exist (If-None-Match: *); ``if_match``: only if its ETag is still this one.
+        ``PreconditionFailed`` when the condition does not hold."""
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        mode: Any = "create" if create else {"e_tag": if_match} if if_match is not None else "overwrite"
+        try:
+            result = obstore.put(self._store, key, data, mode=mode)
+        except (AlreadyExistsError, PreconditionError):
+            self._count("PUT", sent=len(data))
+            raise PreconditionFailed(key) from None
+        except Exception as exc:
+            raise RepositoryError(f"writing {self.where(key)} failed: {exc}") from None
+        self._count("PUT", sent=len(data))
+        return result["e_tag"] or ""
+
+    def list(self, prefix: str) -> list[tuple[str, int]]:
+        """Every key under ``prefix`` with its size, sorted by key."""
+        import obstore
+
+        out: list[tuple[str, int]] = []
+        try:
+            for page in obstore.list(self._store, prefix=prefix, chunk_size=1000):
+                self._count("LIST")
+                out.extend((meta["path"], meta["size"]) for meta in page)
+        except Exception as exc:
+            raise RepositoryError(f"listing {self.where(prefix)} failed: {exc}") from None
+        if not out:
+            self._count("LIST")
+        out.sort()
+        return out
+
+    def delete(self, keys: list[str]) -> None:
+        import obstore
+
+        for start in range(0, len(keys), 1000):
+            batch = keys[start : start + 1000]
+            try:
+                obstore.delete(self._store, batch)
+            except FileNotFoundError:
+                pass
+            except Exception as exc:
+                raise RepositoryError(f"deleting {self.where(batch[0])} and others failed: {exc}") from None
+            self._count("DELETE")
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False)
+
+
+# -- packs ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Entry:
+    pack: str  # the pack's key; "" for an object in the pending (unwritten) pack
+    offset: int
+    length: int
+    mtime: float
+
+
+def encode_pack(objects: list[tuple[ObjectId, bytes | None, float]], commits: list[tuple[bytes, float]]) -> bytes:
+    """A pack of ``objects`` (id, frame or None for a touch, age) and ``commits``
+    (canonical bytes, age)."""
+    entries = []
+    offset = 0
+    frames = []
+    for oid, frame, mtime in objects:
+        if frame is None:
+            entries.append((bytes(oid), 0, TOUCH, mtime))
+        else:
+            entries.append((bytes(oid), offset, len(frame), mtime))
+            frames.append(frame)
+            offset += len(frame)
+    header = msgpack.packb({"v": PACK_FORMAT, "objects": entries, "commits": commits}, use_bin_type=True)
+    return MAGIC + struct.pack("<I", len(header)) + header + b"".join(frames)
+
+
+def decode_pack_header(key: str, head: bytes) -> tuple[int, dict[str, Any]] | int:
+    """The frames' start and the header of a pack from its first bytes, or how many
+    bytes are needed when ``head`` is too short."""
+    if len(head) < len(MAGIC) + 4 or not head.startswith(MAGIC):
+        raise RepositoryError(f"{key} is not a snapvc pack (bad magic)")
+    (size,) = struct.unpack_from("<I", head, len(MAGIC))
+    start = len(MAGIC) + 4 + size
+    if len(head) < start:
+        return start
+    try:
+        header = msgpack.unpackb(head[len(MAGIC) + 4 : start], raw=False)
+    except Exception as exc:
+        raise RepositoryError(f"{key}: damaged pack header: {exc}") from None
+    if not isinstance(header, dict) or header.get("v") != PACK_FORMAT:
+        raise RepositoryError(f"{key}: unknown pack format {header.get('v') if isinstance(header, dict) else '?'}")
+    return start, header
+
+
+class _FrameCache:
+    """A byte-bounded LRU of frames by id."""
+
+    def __init__(self, limit: int) -> None:
+        self._data: OrderedDict[bytes, bytes] = OrderedDict()
+        self._size = 0
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def get(self, oid: bytes) -> bytes | None:
+        with self._lock:
+            found = self._data.get(oid)
+            if found is not None:
+                self._data.move_to_end(oid)
+            return found
+
+    def put(self, oid: bytes, frame: bytes) -> None:
+        if len(frame) > self._limit // 16:
+            return
+        with self._lock:
+            if oid in self._data:
+                return
+            self._data[oid] = frame
+            self._size += len(frame)
+            while self._size > self._limit:
+                _, old = self._data.popitem(last=False)
+                self._size -= len(old)
+
+    def drop(self, ids: Iterable[bytes]) -> None:
+        with self._lock:
+            for oid in ids:
+                old = self._data.pop(oid, None)
+                if old is not None:
+                    self._size -= len(old)
+
+
+class Packs:
+    """The packs of one repository on S3: the index of every object and commit they
+    hold, the pending pack of the current transaction, and the frame cache.
+
+    ``S3ObjectStore`` and ``S3CommitIndex`` are two faces of one ``Packs``: a commit and
+    its objects go up in the same pack."""
+
+    def __init__(self, client: S3Client, clock: Callable[[], float] = time.time, cache_bytes: int = CACHE_BYTES) -> None:
+        self.client = client
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.objects: dict[ObjectId, _Entry] = {}  # the first location of each object
+        self.ages: dict[ObjectId, float] = {}  # the latest age of each object
+        self.commits: dict[ObjectId, Commit] = {}
+        self.commit_ages: dict[ObjectId, float] = {}
+        self.pack_ids: dict[str, list[ObjectId]] = {}  # pack key -> the ids (objects and commits) it holds
+        self.loaded = False
+        self.cache = _FrameCache(cache_bytes)
+        # The pending pack: writes buffered in a transaction of the owning thread.
+        self._depth = 0
+        self._owner: int | None = None
+        self._pending_objects: list[tuple[ObjectId, bytes | None, float]] = []
+        self._pending_frames: dict[ObjectId, bytes] = {}
+        self._pending_commits: list[tuple[Commit, float]] = []
+
+    # -- the index ------------------------------------------------------------------------
+
+    def ensure_loaded(self) -> None:
+        if not self.loaded:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """List the packs and read the headers of those not known yet. When a pack this
+        client knew is gone (a gc rewrote it), the index is read again from scratch."""
+        listed = dict(self.client.list("packs/"))
+        with self.lock:
+            if not set(self.pack_ids) <= set(listed):
+                self._reset()
+            known = set(self.pack_ids)
+        new = sorted(k for k in listed if k not in known and k.endswith(".pack"))
+        headers = list(self.client.pool.map(lambda key: (key, self._read_header(key, listed[key])), new))
+        with self.lock:
+            for key, found in headers:
+                if found is not None:
+                    self._add_pack(key, *found)
+            self.loaded = True
+
+    def _read_header(self, key: str, size: int) -> tuple[int, dict[str, Any]] | None:
+        try:
+            head = self.client.get_range(key, 0, min(size, HEAD_BYTES))
+            decoded = decode_pack_header(key, head)
+            if isinstance(decoded, int):
+                head += self.client.get_range(key, len(head), decoded)
+                decoded = decode_pack_header(key, head)
+                assert not isinstance(decoded, int)
+        except FileNotFoundError:
+            return None  # deleted by a gc since the listing
+        start, header = decoded
+        if len(head) == size:  # the whole pack came: keep its frames
+            for raw, offset, length, _ in header["objects"]:
+                if length != TOUCH:
+                    self.cache.put(raw, head[start + offset : start + offset + length])
+        return start, header
+
+    def _add_pack(self, key: str, start: int, header: dict[str, Any]) -> None:
+        ids: list[ObjectId] = []
+        for raw, offset, length, mtime in header["objects"]:
+            oid = ObjectId(raw)
+            ids.append(oid)
+            if length != TOUCH:
+                known = self.objects.get(oid)
+                if known is None or not known.pack or known.pack > key:
+                    self.objects[oid] = _Entry(key, start + offset, length, mtime)
+            if mtime > self.ages.get(oid, -1.0):
+                self.ages[oid] = mtime
+        for data, mtime in header["commits"]:
+            data = bytes(data)
+            oid = ObjectId.of(data)
+            kind, payload = split_object(oid, data)
+            if kind == COMMIT:
+                self.commits[oid] = Commit.decode(oid, payload)
+                ids.append(oid)
+                if mtime > self.commit_ages.get(oid, -1.0):
+                    self.commit_ages[oid] = mtime
+        self.pack_ids[key] = ids
+
+    def _reset(self) -> None:
+        """Forget everything read from packs (the pending pack stays)."""
+        self.pack_ids.clear()
+        self.objects = {oid: e for oid, e in self.objects.items() if not e.pack}
+        self.ages = {oid: t for oid, t, in self.ages.items() if oid in self.objects}
+        pending_commits = {c.id for c, _ in self._pending_commits}
+        self.commits = {oid: c for oid, c in self.commits.items() if oid in pending_commits}
+        self.commit_ages = {oid: t for oid, t in self.commit_ages.items() if oid in pending_commits}
+
+    # -- transactions -------------------------------------------------------------------
+
+    def begin(self) -> None:
+        with self.lock:
+            me = threading.get_ident()
+            if self._depth and self._owner != me:
+                raise RuntimeError("an S3 transaction is open in another thread")
+            self._owner = me
+            self._depth += 1
+
+    def end(self, ok: bool) -> None:
+        with self.lock:
+            self._depth -= 1
+            if self._depth:
+                return
+            self._owner = None
+            if ok:
+                self.flush()
+            else:
+                self._discard_pending()
+
+    def _buffering(self) -> bool:
+        return self._depth > 0 and self._owner == threading.get_ident()
+
+    def _discard_pending(self) -> None:
+        for oid, _, _ in self._pending_objects:
+            entry = self.objects.get(oid)
+            if entry is not None and entry.pack == "":
+                del self.objects[oid]
+        for commit, _ in self._pending_commits:
+            if not any(commit.id in ids for ids in self.pack_ids.values()):
+                self.commits.pop(commit.id, None)
+        self._pending_objects, self._pending_frames, self._pending_commits = [], {}, []
+
+    def flush(self) -> None:
+        """Write the pending pack, if any (before a ref moves: objects first)."""
+        with self.lock:
+            if not self._pending_objects and not self._pending_commits:
+                return
+            objects, frames, commits = self._pending_objects, self._pending_frames, self._pending_commits
+            self._pending_objects, self._pending_frames, self._pending_commits = [], {}, []
+            try:
+                self._write_pack(objects, [(c.encode(), t) for c, t in commits])
+            except BaseException:
+                self._pending_objects, self._pending_frames, self._pending_commits = objects, frames, commits
+                raise
+
+    def _write_pack(self, objects: list[tuple[ObjectId, bytes | None, float]], commits: list[tuple[bytes, float]]) -> None:
+        data = encode_pack(objects, commits)
+        key = f"packs/{int(self.clock() * 1000):013d}-{secrets.token_hex(6)}.pack"
+        self.client.put(key, data, create=True)
+        decoded = decode_pack_header(key, data)
+        assert not isinstance(decoded, int)
+        start, header = decoded
+        with self.lock:
+            self._add_pack(key, start, header)
+        for oid, frame, _ in objects:
+            if frame is not None:
+                self.cache.put(oid, frame)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def put_objects(self, items: Iterable[tuple[ObjectId, bytes]]) -> None:
+        now = float(self.clock())
+        with self.lock:
+            self.ensure_loaded()
+            batch: list[tuple[ObjectId, bytes | None, float]] = []
+            seen: set[ObjectId] = set()
+            for oid, frame in items:
+                oid = oid if type(oid) is ObjectId else ObjectId(oid)
+                if oid in seen:
+                    continue
+                seen.add(oid)
+                known = oid in self.objects
+                batch.append((oid, None if known else bytes(frame), now))
+            if not batch:
+                return
+            if self._buffering():
+                for oid, frame, mtime in batch:
+                    self._pending_objects.append((oid, frame, mtime))
+                    self.ages[oid] = mtime
+                    if frame is not None:
+                        self._pending_frames[oid] = frame
+                        self.objects[oid] = _Entry("", 0, len(frame), mtime)
+                return
+        self._write_pack(batch, [])
+
+    def add_commit(self, commit: Commit) -> None:
+        now = float(self.clock())
+        with self.lock:
+            if self._buffering():
+                self._pending_commits.append((commit, now))
+                self.commits.setdefault(commit.id, commit)
+                self.commit_ages[commit.id] = now
+                return
+        self._write_pack([], [(commit.encode(), now)])
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get_frames(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
+        self.ensure_loaded()
+        out: dict[ObjectId, bytes] = {}
+        missing: list[ObjectId] = []
+        by_pack: dict[str, list[tuple[ObjectId, _Entry]]] = {}
+        with self.lock:
+            for oid in ids:
+                pending = self._pending_frames.get(oid)
+                if pending is not None:
+                    out[oid] = pending
+                    continue
+                cached = self.cache.get(oid)
+                if cached is not None and oid in self.objects:
+                    out[oid] = cached
+                    continue
+                entry = self.objects.get(oid)
+                if entry is None:
+                    missing.append(oid)
+                else:
+                    by_pack.setdefault(entry.pack, []).append((oid, entry))
+        if missing:
+            self.refresh()  # another writer may have added them
+            with self.lock:
+                for oid in missing:
+                    entry = self.objects.get(oid)
+                    if entry is not None:
+                        by_pack.setdefault(entry.pack, []).append((oid, entry))
+        if by_pack:
+            results = list(self.client.pool.map(self._read_frames, by_pack.items()))
+            retry: list[ObjectId] = []
+            for found, gone in results:
+                out.update(found)
+                retry.extend(gone)
+            if retry:  # a gc rewrote those packs meanwhile
+                self.refresh()
+                with self.lock:
+                    again: dict[str, list[tuple[ObjectId, _Entry]]] = {}
+                    for oid in retry:
+                        entry = self.objects.get(oid)
+                        if entry is not None:
+                            again.setdefault(entry.pack, []).append((oid, entry))
+                for found, _ in map(self._read_frames, again.items()):
+                    out.update(found)
+        return out
+
+    def _read_frames(self, item: tuple[str, list[tuple[ObjectId, _Entry]]]) -> tuple[dict[ObjectId, bytes], list[ObjectId]]:
+        key, wanted = item
+        try:
+            frames = self.client.get_ranges(key, [(e.offset, e.offset + e.length) for _, e in wanted])
+        except FileNotFoundError:
+            return {}, [oid for oid, _ in wanted]
+        out = {}
+        for (oid, _), frame in zip(wanted, frames, strict=True):
+            out[oid] = frame
+            self.cache.put(oid, frame)
+        return out, []
+
+    # -- deletes (gc) ------------------------------------------------------------------------
+
+    def delete(self, ids: Iterable[ObjectId], *, objects: bool) -> int:
+        """Remove objects (``objects``) or commits: every pack holding one is written
+        again without it, and then deleted."""
+        self.refresh()
+        with self.lock:
+            doomed = {oid for oid in ids if (oid in self.objects if objects else oid in self.commits)}
+            if not doomed:
+                return 0
+            packs = [key for key, held in self.pack_ids.items() if not doomed.isdisjoint(held)]
+        for key in packs:
+            self._rewrite_without(key, doomed, objects=objects)
+        self.cache.drop(doomed)
+        self.refresh()  # the rewritten packs replace the old ones
+        return len(doomed)
+
+    def _rewrite_without(self, key: str, doomed: set[ObjectId], *, objects: bool) -> None:
+        whole = self.client.get(key)
+        if whole is None:
+            return
+        data = whole[0]
+        decoded = decode_pack_header(key, data)
+        assert not isinstance(decoded, int)
+        start, header = decoded
+        kept_objects: list[tuple[ObjectId, bytes | None, float]] = []
+        for raw, offset, length, mtime in header["objects"]:
+            oid = ObjectId(raw)
+            if objects and oid in doomed:
+                continue
+            frame = None if length == TOUCH else data[start + offset : start + offset + length]
+            kept_objects.append((oid, frame, mtime))
+        kept_commits = [(bytes(c), t) for c, t in header["commits"]
+                        if objects or ObjectId.of(bytes(c)) not in doomed]
+        if kept_objects or kept_commits:
+            # The same name with a suffix sorts right after the old pack: first bytes stay first.
+            new_key = key[: -len(".pack")] + f"-{secrets.token_hex(3)}.pack"
+            self.client.put(new_key, encode_pack(kept_objects, kept_commits), create=True)
+        self.client.delete([key])
+
+    def stored_bytes(self) -> int:
+        return sum(e.length for e in self.objects.values())
+
+
+class S3ObjectStore:
+    """The ``ObjectStore`` of a repository on S3 (frames in packs; see the module docstring).
+
+    ``has_many`` answers from the index this client has read; a stale answer ("absent")
+    only makes a writer store an object again, which is a touch. Reads of ids it does
+    not know list the packs again first."""
+
+    def __init__(self, packs: Packs) -> None:
+        self.packs = packs
+        self.client = packs.client
+
+    def refresh(self) -> None:
+        """Read the packs other writers added since this client last looked."""
+        self.packs.refresh()
+
+    def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
+        return self.packs.get_frames(ids)
+
+    def get(self, oid: ObjectId) -> bytes:
+        found = self.packs.get_frames([oid])
+        try:
+            return found[oid]
+        except KeyError:
+            raise ObjectNotFoundError(oid, self.client.where("packs/")) from None
+
+    def put_many(self, items: Iterable[tuple[ObjectId, bytes]]) -> None:
+        self.packs.put_objects(items)
+
+    def has_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
+        self.packs.ensure_loaded()
+        known = self.packs.objects
+        return {oid for oid in ids if oid in known}
+
+    def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
+        self.packs.refresh()
+        found = []
+        for oid in list(self.packs.objects):
+            if oid.hex.startswith(hex_prefix):
+                found.append(oid)
+                if len(found) >= limit:
+                    break
+        return found
+
+    def iter_ids(self) -> Iterator[ObjectId]:
+        self.packs.refresh()
+        return iter(list(self.packs.objects))
+
+    def mtimes(self, ids: Iterable[ObjectId]) -> dict[ObjectId, float]:
+        self.packs.ensure_loaded()
+        objects, ages = self.packs.objects, self.packs.ages
+        return {oid: ages[oid] for oid in ids if oid in objects and oid in ages}
+
+    def delete_many(self, ids: Iterable[ObjectId]) -> int:
+        return self.packs.delete(ids, objects=True)
+
+    def sizes(self) -> StoreSizes:
+        self.packs.refresh()
+        return StoreSizes(objects=len(self.packs.objects), stored_bytes=self.packs.stored_bytes())
+
+    def dictionaries(self) -> dict[int, bytes]:
+        out: dict[int, bytes] = {}
+        keys = [key for key, _ in self.client.list("dictionaries/")]
+        for key, found in zip(keys, self.client.pool.map(self.client.get, keys), strict=True):
+            if found is not None and key.rsplit("/", 1)[-1].isdigit():
+                out[int(key.rsplit("/", 1)[-1])] = found[0]
+        return out
+
+    def put_dictionary(self, data: bytes) -> int:
+        """The next free number, taken with If-None-Match: two writers never share one."""
+        taken = [int(k.rsplit("/", 1)[-1]) for k, _ in self.client.list("dictionaries/") if k.rsplit("/", 1)[-1].isdigit()]
+        number = max(taken, default=0) + 1
+        while True:
+            try:
+                self.client.put(f"dictionaries/{number}", data, create=True)
+                return number
+            except PreconditionFailed:
+                number += 1
+
+    def close(self) -> None:
+        pass
+
+
+class S3CommitIndex:
+    """The ``CommitIndex`` of a repository on S3: the commits held in the packs' headers."""
+
+    def __init__(self, packs: Packs) -> None:
+        self.packs = packs
+        self._forgotten_before = float("-inf")
+
+    def add(self, commit: Commit) -> None:
+        self.packs.add_commit(commit)
+
+    def get(self, oid: ObjectId) -> Commit | None:
+        self.packs.ensure_loaded()
+        found = self.packs.commits.get(oid)
+        if found is None:
+            self.packs.refresh()
+            found = self.packs.commits.get(oid)
+        return found
+
+    def first_parent_chain(self, oid: ObjectId, limit: int) -> list[Commit]:
+        out: list[Commit] = []
+        commit = self.get(oid)
+        commits = self.packs.commits
+        while commit is not None and len(out) < limit:
+            out.append(commit)
+            commit = commits.get(commit.parents[0]) if commit.parents else None
+        return out
+
+    def count(self) -> int:
+        self.packs.refresh()
+        return len(self.packs.commits)
+
+    def ids(self) -> list[ObjectId]:
+        self.packs.refresh()
+        return list(self.packs.commits)
+
+    def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
+        self.packs.refresh()
+        return [oid for oid in list(self.packs.commits) if oid.hex.startswith(hex_prefix)][:limit]
+
+    def mtimes(self) -> dict[ObjectId, float]:
+        self.packs.ensure_loaded()
+        return {oid: t for oid, t in self.packs.commit_ages.items() if t >= self._forgotten_before}
+
+    def forget_mtimes(self, before: float) -> int:
+        """Ages live in the packs' headers and are not rewritten for this: ages older than
+        ``before`` are left out of ``mtimes`` from now on (they protect nothing)."""
+        self.packs.ensure_loaded()
+        old = sum(1 for t in self.packs.commit_ages.values() if self._forgotten_before <= t < before)
+        self._forgotten_before = max(self._forgotten_before, before)
+        return old
+
+    def delete_many(self, ids: Iterable[ObjectId]) -> int:
+        return self.packs.delete(ids, objects=False)
+
+
+def read_meta(client: S3Client, key: str) -> str | None:
+    found = client.get(f"meta/{key}")
+    return None if found is None else found[0].decode()
+
+
+def write_meta(client: S3Client, key: str, value: str) -> None:
+    client.put(f"meta/{key}", value.encode())
+
+
+REPOSITORY_MARKER = "snapvc.json"
+FORMAT_VERSION = 1
+
+
+def check_or_create_marker(client: S3Client, *, create: bool) -> None:
+    """The repository marker at the prefix: read it (refusing a newer format), or write it
+    when the location is empty and ``create``."""
+    from snapvc.errors import FormatVersionError
+
+    found = client.get(REPOSITORY_MARKER)
+    if found is None:
+        if not create:
+            raise RepositoryNotFoundError(f"no snapvc repository at {client.where('')}")
+        marker = json.dumps({"snapvc": "repository", "format": FORMAT_VERSION, "layout": "packs"}).encode()
+        try:
+            client.put(REPOSITORY_MARKER, marker, create=True)
+        except PreconditionFailed:
+            pass  # another process created it meanwhile
+        return
+    try:
+        info = json.loads(found[0])
+        version = int(info["format"])
+    except (ValueError, KeyError, TypeError):
+        raise RepositoryError(f"{client.where(REPOSITORY_MARKER)} is not a snapvc repository marker") from None
+    if version > FORMAT_VERSION:
+        raise FormatVersionError(f"{client.where('')} has format version {version}; this snapvc reads up to "
+                                 f"{FORMAT_VERSION}: upgrade snapvc")

@@ -1,0 +1,48 @@
+"""Fixtures shared by several test modules: a real S3 server (SeaweedFS) for the S3 backend."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.seaweed import SKIP_REASON, SeaweedServer, weed_binary
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServer]:
+    """One ``weed mini`` on 127.0.0.1 for the whole run, its client variables in the
+    environment (subprocesses inherit them); stopped by its process id at the end."""
+    if weed_binary() is None:
+        pytest.skip(SKIP_REASON)
+    pytest.importorskip("obstore", reason="the S3 backend needs obstore (the s3 extra)")
+    server = SeaweedServer.start(tmp_path_factory.mktemp("seaweedfs"))
+    saved = {key: os.environ.get(key) for key in server.environment()}
+    os.environ.update(server.environment())
+    try:
+        yield server
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_bucket(seaweed: SeaweedServer) -> str:
+    """The bucket the tests share. (SeaweedFS gives each bucket volumes of its own, and a
+    small server runs out of them after a few dozen buckets: tests get a prefix each.)"""
+    return seaweed.create_bucket()
+
+
+_prefixes = itertools.count(1)
+
+
+@pytest.fixture
+def s3_url(s3_bucket: str) -> str:
+    """A repository location of its own: a fresh prefix in the shared bucket."""
+    return f"s3://{s3_bucket}/test-{os.getpid()}-{next(_prefixes)}"
