@@ -36,6 +36,7 @@ from snapvc.errors import (
     PatchError,
     GitError,
     PathError,
+    PushRejectedError,
     RefConflictError,
     RefError,
     RefExistsError,
@@ -59,6 +60,7 @@ from snapvc.git.results import ExportResult, ImportResult
 from snapvc.maintenance import FsckReport, GcReport, Keep
 from snapvc.repository import BranchStats, Repository, RepoStats, import_git, open
 from snapvc.state import Checkpoint, State
+from snapvc.sync import FetchResult, PullResult, PushResult, Remote, TransferStats, clone
 from snapvc.threads import Session, Thread, parse_thread_branch, thread_branch
 from snapvc.runner import END, Runner, Step
 from snapvc import aio  # noqa: E402  (the async API: after the names it wraps)
@@ -130,5 +132,12 @@ __all__ = [
     "RefNotFoundError",
     "RefExistsError",
     "RefConflictError",
+    "PushRejectedError",
+    "clone",
+    "Remote",
+    "PushResult",
+    "FetchResult",
+    "PullResult",
+    "TransferStats",
     "__version__",
 ]

@@ -22,7 +22,8 @@
         ├── InvalidRefNameError      a name git's check-ref-format would refuse
         ├── RefNotFoundError         a ref that does not exist (delete, reflog)
         ├── RefExistsError           creating a ref that already exists
-        └── RefConflictError         a compare-and-swap on a ref lost a race
+        ├── RefConflictError         a compare-and-swap on a ref lost a race
+        └── PushRejectedError        a push that is not a fast-forward (names the remote ref)
 
 Expected outcomes that a caller inspects (a merge with conflicts, a CAS that lost
 when the caller asked for a boolean) are values, not exceptions. Every error names
@@ -55,6 +56,7 @@ __all__ = [
     "RefNotFoundError",
     "RefExistsError",
     "RefConflictError",
+    "PushRejectedError",
 ]
 
 
@@ -239,4 +241,19 @@ class RefConflictError(RefError):
             ref,
             f"ref {ref!r} moved concurrently: expected {expected}, found {actual}; "
             f"re-read it and retry",
+        )
+
+
+class PushRejectedError(RefError):
+    """A push refused: the remote branch holds commits the pushed one does not contain
+    (not a fast-forward). Pull (fetch and merge) first, or push with ``force``."""
+
+    def __init__(self, ref: str, remote: str, remote_tip: object, tip: object) -> None:
+        self.remote = remote
+        self.remote_tip = remote_tip
+        self.tip = tip
+        super().__init__(
+            ref,
+            f"push to {remote} refused: {ref!r} there is at {remote_tip}, which {tip} does not contain "
+            f"(not a fast-forward); pull first, or push with force",
         )

@@ -55,6 +55,7 @@ from snapvc.threads import SESSION_KEY, Session, Thread, parse_thread_branch, th
 from snapvc.store.codec import open_object_store
 
 if TYPE_CHECKING:
+    from snapvc.sync import FetchResult, PullResult, PushResult, Remote
     from snapvc.maintenance.fsck import FsckReport
     from snapvc.maintenance.gc import GcReport, Keep
     from snapvc.maintenance.graph import Progress
@@ -866,6 +867,51 @@ class Repository:
 
         self._require_open()
         return import_git(self, path, branches)
+
+    # -- sync -------------------------------------------------------------------------------
+
+    def add_remote(self, name: str, location: str, **options: str) -> Remote:
+        """Name another repository's ``location`` (``options`` to open it: ``endpoint=``,
+        ``region=`` for S3) for ``push``, ``fetch`` and ``pull``: see ``snapvc.sync``."""
+        from snapvc import sync
+
+        return sync.add_remote(self, name, location, **options)
+
+    def remotes(self) -> dict[str, Remote]:
+        """This repository's remotes, by name."""
+        from snapvc import sync
+
+        return sync.remotes(self)
+
+    def push(self, remote: str | Repository, branch: str | None = None, *, remote_branch: str | None = None,
+             force: bool = False, progress: Callable[[int, int], None] | None = None, **options: Any) -> PushResult:
+        """Send ``branch`` (default: HEAD's) and what it needs to ``remote`` (a remote's
+        name, a location, or a ``Repository``): only what the remote lacks travels, then
+        its branch moves by compare-and-swap. Not a fast-forward: ``PushRejectedError``
+        unless ``force``. See ``snapvc.sync``."""
+        from snapvc import sync
+
+        self._require_open()
+        return sync.push(self, remote, branch, remote_branch=remote_branch, force=force,
+                         progress=progress or sync._no_progress, **options)
+
+    def fetch(self, remote: str | Repository, branches: Iterable[str] | None = None, *,
+              progress: Callable[[int, int], None] | None = None, **options: Any) -> FetchResult:
+        """Copy ``remote``'s branches (default: all) here and move its remote-tracking
+        refs (``refs/remotes/<remote>/<branch>``); no local branch moves."""
+        from snapvc import sync
+
+        self._require_open()
+        return sync.fetch(self, remote, branches, progress=progress or sync._no_progress, **options)
+
+    def pull(self, remote: str | Repository, branch: str | None = None, *, resolve: Resolve = None,
+             progress: Callable[[int, int], None] | None = None, **options: Any) -> PullResult:
+        """Fetch ``branch`` (default: HEAD's) from ``remote`` and merge it into the local
+        branch: a fast-forward, or a three-way merge (``resolve`` as in ``merge``)."""
+        from snapvc import sync
+
+        self._require_open()
+        return sync.pull(self, remote, branch, resolve=resolve, progress=progress or sync._no_progress, **options)
 
     # -- maintenance --------------------------------------------------------------------
 

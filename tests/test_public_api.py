@@ -21,6 +21,7 @@ PUBLIC = {
     "NotARepositoryError", "FormatVersionError", "ObjectError", "ObjectNotFoundError", "CorruptObjectError",
     "RevisionError", "UnknownRevisionError", "AmbiguousRevisionError", "InvalidRevisionError", "RefError",
     "InvalidRefNameError", "RefNotFoundError", "RefExistsError", "RefConflictError",
+    "clone", "Remote", "PushResult", "FetchResult", "PullResult", "TransferStats", "PushRejectedError",
 }
 
 REPOSITORY_METHODS = {
@@ -28,6 +29,7 @@ REPOSITORY_METHODS = {
     "switch", "reflog", "log", "history", "diff", "resolve", "get_commit", "stats", "close", "state",
     "merge", "merge_base", "revert", "cherry_pick",
     "branch_stats", "commit_tree", "gc", "fsck", "export_git", "import_git", "versions", "thread", "threads", "session", "delete_thread", "checkpoint", "durability", "deferred",
+    "push", "pull", "fetch", "add_remote", "remotes",
 }
 
 STATE_METHODS = {

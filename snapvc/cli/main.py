@@ -20,13 +20,14 @@ import click
 from click.shell_completion import get_completion_class
 
 import snapvc
-from snapvc.cli import change, git, inspect, maintenance
+from snapvc.cli import change, git, inspect, maintenance, sync
 from snapvc.cli.common import Output
 from snapvc.errors import (
     AmbiguousRevisionError,
     CheckpointNotFoundError,
     GitError,
     InvalidRefNameError,
+    PushRejectedError,
     InvalidRevisionError,
     PathError,
     RefConflictError,
@@ -51,6 +52,7 @@ HINTS: tuple[tuple[type[BaseException], str], ...] = (
                           "or leading '-'"),
     (RefExistsError, "pass -f to move it, or choose another name"),
     (RefNotFoundError, "'snapvc branch' and 'snapvc tag' list what exists"),
+    (PushRejectedError, "'snapvc pull' merges the remote's commits first; 'snapvc push --force' overwrites them"),
     (RefConflictError, "another writer moved it meanwhile: look with 'snapvc log', then run the command again"),
     (PathError, "paths are dotted (research.findings.0) or JSON Pointers (/research/findings/0)"),
     (UnsupportedValueError, "see 'What a state may hold' in the README"),
@@ -98,7 +100,7 @@ def completion(shell: str) -> None:
 for command in (change.init, change.commit, inspect.checkout, inspect.show, inspect.log, inspect.diff,
                 change.branch, change.tag, change.reset, change.merge, change.revert, change.cherry_pick,
                 inspect.history, inspect.reflog, inspect.stats, git.export_git, git.import_git, maintenance.gc,
-                maintenance.fsck):
+                maintenance.fsck, sync.remote, sync.push, sync.fetch, sync.pull, sync.clone):
     cli.add_command(command)
 
 

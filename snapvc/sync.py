@@ -1,0 +1,475 @@
+"""Sync between repositories, as git remotes do: push, fetch, pull, clone.
+
+Any two repositories sync, whatever their backends (embedded file, ``memory://``,
+``s3://bucket/prefix``). Only what the destination lacks travels:
+
+1. **Commits.** Walk back from the tips being sent until commits the destination
+   knows (its commit index, read once).
+2. **Objects.** Walk the trees of those commits level by level, asking the destination
+   which ids it has (``has_many``, a batch per level): a subtree it has is skipped
+   whole, unread. A delta frame travels with its base unless the destination has it.
+3. **Frames travel as stored**, not decompressed and compressed again — except frames
+   compressed with a zstd dictionary the destination does not share (dictionaries are
+   numbered per store): those are re-framed on the way. A clone into an empty
+   repository ships the dictionaries first, under the same numbers, so nothing needs
+   re-framing.
+4. **Writes in order** (invariant 1): objects in batches of about ``BATCH_BYTES`` (on
+   S3 each batch is one pack), the commit rows with the last batch, and only then the
+   destination's ref, by compare-and-swap. A push that is not a fast-forward is refused
+   (``PushRejectedError``) unless forced; a ref that moved meanwhile raises
+   ``RefConflictError``. An interrupted sync leaves only unreferenced objects.
+
+A *remote* is a name for another repository's location, kept in the repository
+(``Repository.add_remote``). Syncing with a named remote keeps remote-tracking refs,
+``refs/remotes/<remote>/<branch>``: where that branch was when last pushed or fetched
+(``repo.log("refs/remotes/origin/main")``). Credentials are never stored: S3 clients
+read them from the environment.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from snapvc.encoding.nodes import children_of, decode_node
+from snapvc.errors import (
+    PushRejectedError,
+    RefConflictError,
+    RefNotFoundError,
+    RepositoryError,
+)
+from snapvc.ids import ObjectId
+from snapvc.objects import BLOB, Commit
+from snapvc.refs.names import HEADS, TAGS, branch_ref, check_ref_name, short_name
+from snapvc.store.codec import CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT, frame_base, frame_dictionary
+
+if TYPE_CHECKING:
+    from snapvc.merge import MergeResult, Resolve
+    from snapvc.repository import Repository
+
+__all__ = [
+    "Remote", "TransferStats", "PushResult", "FetchResult", "PullResult",
+    "push", "fetch", "pull", "clone", "add_remote", "remotes", "remove_remote", "copy_history",
+]
+
+REMOTES = "refs/remotes/"
+BATCH_BYTES = 8 << 20
+_LEVEL_BATCH = 2000
+_SETTING = "remotes"
+
+Progress = Callable[[int, int], None]
+
+
+def _no_progress(done: int, total: int) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A named repository location (``options``: ``endpoint``, ``region`` for S3)."""
+
+    name: str
+    location: str
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    def open(self) -> Repository:
+        from snapvc.repository import open as open_repository
+
+        return open_repository(self.location, **dict(self.options))
+
+
+@dataclass
+class TransferStats:
+    """What one sync sent: commits, objects and their stored bytes (frames as sent),
+    objects re-framed for the destination's dictionaries, dictionaries shipped."""
+
+    commits: int = 0
+    objects: int = 0
+    bytes: int = 0
+    reframed: int = 0
+    dictionaries: int = 0
+
+    def add(self, other: TransferStats) -> None:
+        self.commits += other.commits
+        self.objects += other.objects
+        self.bytes += other.bytes
+        self.reframed += other.reframed
+        self.dictionaries += other.dictionaries
+
+    def __str__(self) -> str:
+        return f"{self.commits} commits, {self.objects} objects, {self.bytes:,} bytes"
+
+
+@dataclass(frozen=True)
+class PushResult:
+    """A push of one branch: the remote ``ref`` moved from ``old`` to ``new``
+    (``up_to_date``: it was there already; ``forced``: not a fast-forward)."""
+
+    remote: str
+    ref: str
+    old: ObjectId | None
+    new: ObjectId
+    transfer: TransferStats
+    up_to_date: bool = False
+    forced: bool = False
+
+    def __str__(self) -> str:
+        if self.up_to_date:
+            return f"{self.remote} {short_name(self.ref)}: already up to date"
+        move = f"{self.old.short if self.old else '(new)'} -> {self.new.short}"
+        return f"{self.remote} {short_name(self.ref)}: {move}{' (forced)' if self.forced else ''}; sent {self.transfer}"
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """A fetch: each remote branch's tip (by short name), the remote-tracking refs
+    moved (for a named remote), and what was received."""
+
+    remote: str
+    tips: dict[str, ObjectId]
+    updated: dict[str, ObjectId]
+    transfer: TransferStats
+
+
+@dataclass(frozen=True)
+class PullResult:
+    """A pull of one branch: the fetch, then the merge into the local branch (None when
+    the branch did not exist here and was created at the remote tip)."""
+
+    branch: str
+    fetch: FetchResult
+    merge: MergeResult | None
+    created: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.merge is None or self.merge.ok
+
+    def __str__(self) -> str:
+        if self.created:
+            return f"{self.branch}: created at {self.fetch.tips[self.branch].short}; received {self.fetch.transfer}"
+        return f"{self.branch}: {self.merge}; received {self.fetch.transfer}"
+
+
+# -- remotes --------------------------------------------------------------------------------
+
+
+def remotes(repo: Repository) -> dict[str, Remote]:
+    """The repository's remotes, by name."""
+    raw = repo.backend.get_setting(_SETTING)
+    found = json.loads(raw) if raw else {}
+    return {name: Remote(name, v["location"], v.get("options", {})) for name, v in sorted(found.items())}
+
+
+def _save(repo: Repository, all_remotes: Mapping[str, Remote]) -> None:
+    repo.backend.set_setting(_SETTING, json.dumps(
+        {r.name: {"location": r.location, "options": dict(r.options)} for r in all_remotes.values()}, sort_keys=True))
+
+
+def add_remote(repo: Repository, name: str, location: str, **options: str) -> Remote:
+    """Name ``location`` (with ``options`` to open it, e.g. ``endpoint=``) as a remote;
+    replaces a remote of that name."""
+    check_ref_name(name)
+    remote = Remote(name, str(location), {k: str(v) for k, v in options.items() if v is not None})
+    _save(repo, {**remotes(repo), name: remote})
+    return remote
+
+
+def remove_remote(repo: Repository, name: str) -> None:
+    """Forget remote ``name`` and its remote-tracking refs."""
+    found = remotes(repo)
+    if name not in found:
+        raise RepositoryError(f"{repo.location!r} has no remote {name!r} (it has: {', '.join(found) or 'none'})")
+    del found[name]
+    _save(repo, found)
+    for ref, oid in repo.refs.list(f"{REMOTES}{name}/").items():
+        repo.refs.compare_and_swap(ref, oid, None, f"remote: {name} removed")
+
+
+class _Opened:
+    """The other side of a sync: a Repository given, or opened from a remote or location
+    (and closed again)."""
+
+    def __init__(self, repo: Repository, other: Repository | str, options: Mapping[str, Any]) -> None:
+        from snapvc.repository import Repository, open as open_repository
+
+        self.name: str | None = None
+        self.owned = False
+        if isinstance(other, Repository):
+            self.repo = other
+            self.label = other.location
+            return
+        named = remotes(repo).get(str(other))
+        if named is not None:
+            self.name = named.name
+            self.repo = named.open()
+            self.label = named.name
+        else:
+            self.repo = open_repository(str(other), create=False, **options)
+            self.label = str(other)
+        self.owned = True
+
+    def close(self) -> None:
+        if self.owned:
+            self.repo.close()
+
+
+def _track(repo: Repository, remote: str | None, branch: str, tip: ObjectId, reason: str) -> str | None:
+    """Move ``refs/remotes/<remote>/<branch>`` to ``tip`` (a named remote only)."""
+    if remote is None:
+        return None
+    ref = f"{REMOTES}{remote}/{branch}"
+    for _ in range(3):
+        old = repo.refs.get(ref)
+        if old == tip or repo.refs.compare_and_swap(ref, old, tip, reason):
+            return ref
+    raise RefConflictError(ref, None, repo.refs.get(ref))
+
+
+# -- what travels ---------------------------------------------------------------------------
+
+
+def missing_commits(src: Repository, dst: Repository, tips: Iterable[ObjectId]) -> list[Commit]:
+    """The commits reachable from ``tips`` in ``src`` that ``dst`` lacks, parents first."""
+    known = set(dst.commits.ids())
+    out: dict[ObjectId, Commit] = {}
+    waiting = [t for t in dict.fromkeys(tips) if t not in known]
+    while waiting:
+        oid = waiting.pop()
+        if oid in out:
+            continue
+        commit = src.get_commit(oid, walking=True)
+        out[oid] = commit
+        waiting.extend(p for p in commit.parents if p not in known and p not in out)
+    return sorted(out.values(), key=lambda c: (c.generation, c.timestamp_us, c.id))
+
+
+def _refresh(repo: Repository) -> None:
+    """Let a store that caches what it knows (S3) read what others wrote meanwhile."""
+    refresh = getattr(repo.backend.objects, "refresh", None)
+    if refresh is not None:
+        refresh()
+
+
+def _ship_dictionaries(src: Repository, dst: Repository, stats: TransferStats) -> set[int]:
+    """The dictionary numbers whose frames can travel as they are: the same dictionary
+    under the same number on both sides. An empty destination gets the source's first."""
+    theirs = src.backend.objects.dictionaries()
+    mine = dst.backend.objects.dictionaries()
+    if theirs and not mine:
+        for number in sorted(theirs):
+            if dst.backend.objects.put_dictionary(theirs[number]) != number:
+                break  # another writer trained one meanwhile: frames are re-framed instead
+            mine[number] = theirs[number]
+            stats.dictionaries += 1
+        dst.store.forget_all()  # its compressor reads the dictionaries again
+    return {n for n, data in theirs.items() if mine.get(n) == data}
+
+
+def copy_history(src: Repository, dst: Repository, tips: Iterable[ObjectId], *,
+                 progress: Progress = _no_progress) -> TransferStats:
+    """Copy into ``dst`` every commit reachable from ``tips`` in ``src`` and every object
+    they need that ``dst`` lacks (see the module docstring). Moves no ref."""
+    stats = TransferStats()
+    _refresh(dst)
+    commits = missing_commits(src, dst, tips)
+    if not commits:
+        return stats
+    shared = _ship_dictionaries(src, dst, stats)
+    raw_src, raw_dst = src.backend.objects, dst.backend.objects
+    seen: set[ObjectId] = set()
+    level = list(dict.fromkeys(c.tree for c in commits))
+    pending: list[tuple[ObjectId, bytes]] = []  # frames to write as they are
+    reframe: dict[ObjectId, bytes] = {}  # canonical bytes to write through dst's compressor
+    pending_bytes = 0
+    done = 0
+
+    def write(final: bool) -> None:
+        nonlocal pending, reframe, pending_bytes
+        with dst._write_lock, dst.backend.transaction():
+            if pending:
+                raw_dst.put_many(pending)
+            if reframe:
+                dst.store.put_many(list(reframe.items()))
+            if final:
+                for commit in commits:
+                    dst.commits.add(commit)
+        pending, reframe, pending_bytes = [], {}, 0
+
+    while level:
+        next_level: list[ObjectId] = []
+        for start in range(0, len(level), _LEVEL_BATCH):
+            batch = [oid for oid in level[start : start + _LEVEL_BATCH] if oid not in seen]
+            seen.update(batch)
+            present = raw_dst.has_many(batch)
+            wanted = [oid for oid in batch if oid not in present]
+            if not wanted:
+                continue
+            frames = raw_src.get_many(wanted)
+            canonical = src.store.get_many(wanted)  # verified: nothing damaged travels
+            bases: list[ObjectId] = []
+            for oid in wanted:
+                frame = frames.get(oid)
+                data = canonical.get(oid)
+                if frame is None or data is None:
+                    raise RepositoryError(f"{src.location!r} lacks object {oid}, which commits being sent need")
+                if frame and frame[0] == CODEC_ZSTD_DICT and frame_dictionary(oid, frame) not in shared:
+                    reframe[oid] = data
+                    stats.reframed += 1
+                else:
+                    pending.append((oid, frame))
+                    pending_bytes += len(frame)
+                    if frame and frame[0] == CODEC_ZSTD_DELTA:
+                        base = frame_base(oid, frame)
+                        if base is not None and base not in seen:
+                            bases.append(base)
+                stats.objects += 1
+                stats.bytes += len(frame)
+                if data[0] != BLOB:
+                    kind, node = decode_node(oid, data)
+                    next_level.extend(ObjectId(child) for child in children_of(kind, node))
+            # A delta's base travels too, unless the destination has it.
+            next_level.extend(bases)
+            done += len(wanted)
+            progress(done, done + len(next_level))
+            if pending_bytes >= BATCH_BYTES:
+                write(final=False)
+        level = [oid for oid in dict.fromkeys(next_level) if oid not in seen]
+    stats.commits = len(commits)
+    stats.bytes += sum(len(c.encode()) for c in commits)
+    write(final=True)
+    progress(done, done)
+    return stats
+
+
+# -- push, fetch, pull, clone ---------------------------------------------------------------
+
+
+def _contains(repo: Repository, tip: ObjectId, old: ObjectId) -> bool:
+    """Whether ``old`` is ``tip`` or one of its ancestors in ``repo``."""
+    if repo.commits.get(old) is None:
+        return False
+    return repo.merge_base(old, tip) == old
+
+
+def push(repo: Repository, remote: Repository | str, branch: str | None = None, *, remote_branch: str | None = None,
+         force: bool = False, progress: Progress = _no_progress, **options: Any) -> PushResult:
+    """Send ``branch`` (default: HEAD's) to ``remote`` (a remote's name, a location, or a
+    ``Repository``) as ``remote_branch`` (default: the same name). Refused with
+    ``PushRejectedError`` when the remote branch holds commits this one does not
+    contain, unless ``force``. ``options`` open a location given directly (``endpoint=``)."""
+    ref = repo._branch_ref(branch)
+    name = short_name(ref)
+    tip = repo.refs.get(ref)
+    if tip is None:
+        raise RefNotFoundError(ref) from ValueError(f"cannot push {name!r}: no such branch here")
+    other = _Opened(repo, remote, options)
+    try:
+        dst = other.repo
+        target = branch_ref(remote_branch or name)
+        old = dst.refs.get(target)
+        if old == tip:
+            _track(repo, other.name, short_name(target), tip, "push: up to date")
+            return PushResult(other.label, target, old, tip, TransferStats(), up_to_date=True)
+        forced = old is not None and not _contains(repo, tip, old)
+        if forced and not force:
+            raise PushRejectedError(target, other.label, old, tip)
+        transfer = copy_history(repo, dst, [tip], progress=progress)
+        reason = f"push: {'forced ' if forced else ''}from {repo.location}"
+        if not dst.refs.compare_and_swap(target, old, tip, reason):
+            raise RefConflictError(target, old, dst.refs.get(target))
+        _track(repo, other.name, short_name(target), tip, f"push: {old.short if old else '(new)'} -> {tip.short}")
+        return PushResult(other.label, target, old, tip, transfer, forced=forced)
+    finally:
+        other.close()
+
+
+def _fetch_from(repo: Repository, other: _Opened, branches: Iterable[str] | None,
+                progress: Progress) -> FetchResult:
+    src = other.repo
+    heads = {name[len(HEADS):]: oid for name, oid in src.refs.list(HEADS).items()}
+    if branches is not None:
+        wanted = list(branches)
+        for b in wanted:
+            if b not in heads:
+                raise RefNotFoundError(branch_ref(b)) from ValueError(f"{other.label} has no branch {b!r}")
+        heads = {b: heads[b] for b in wanted}
+    _refresh(src)
+    transfer = copy_history(src, repo, heads.values(), progress=progress)
+    updated = {}
+    for b, tip in heads.items():
+        ref = _track(repo, other.name, b, tip, f"fetch: {other.label}")
+        if ref is not None:
+            updated[ref] = tip
+    return FetchResult(other.label, heads, updated, transfer)
+
+
+def fetch(repo: Repository, remote: Repository | str, branches: Iterable[str] | None = None, *,
+          progress: Progress = _no_progress, **options: Any) -> FetchResult:
+    """Copy the remote's ``branches`` (default: all) and what they need into ``repo``,
+    and move the remote-tracking refs of a named remote. No local branch moves."""
+    other = _Opened(repo, remote, options)
+    try:
+        return _fetch_from(repo, other, branches, progress)
+    finally:
+        other.close()
+
+
+def pull(repo: Repository, remote: Repository | str, branch: str | None = None, *, resolve: Resolve = None,
+         progress: Progress = _no_progress, **options: Any) -> PullResult:
+    """Fetch ``branch`` (default: HEAD's) from ``remote`` and merge it into the local
+    branch of that name: a fast-forward when the local one has nothing of its own, else
+    a three-way merge (``resolve`` as in ``Repository.merge``; with conflicts left,
+    nothing is written and they are in the result). A branch missing here is created."""
+    name = short_name(repo._branch_ref(branch))
+    other = _Opened(repo, remote, options)
+    try:
+        fetched = _fetch_from(repo, other, [name], progress)
+    finally:
+        other.close()
+    theirs = fetched.tips[name]
+    ref = branch_ref(name)
+    if repo.refs.get(ref) is None:
+        if not repo.refs.compare_and_swap(ref, None, theirs, f"pull: created from {fetched.remote}"):
+            raise RefConflictError(ref, None, repo.refs.get(ref))
+        return PullResult(name, fetched, None, created=True)
+    merged = repo.merge(theirs, into=name, resolve=resolve, message=f"Merge {fetched.remote} {name} into {name}")
+    return PullResult(name, fetched, merged)
+
+
+def clone(src: Repository | str, dst: str, *, progress: Progress = _no_progress, origin: str = "origin",
+          src_options: Mapping[str, Any] | None = None, **options: Any) -> Repository:
+    """A new repository at ``dst`` (``options`` open it: ``endpoint=``...) holding every
+    branch and tag of ``src`` (a location or a ``Repository``), HEAD on the same branch,
+    and ``src`` as remote ``origin`` with its remote-tracking refs (when ``src`` is a
+    location). ``RepositoryError`` if ``dst`` holds commits already."""
+    from snapvc.repository import Repository, open as open_repository
+
+    source = src if isinstance(src, Repository) else open_repository(str(src), create=False, **dict(src_options or {}))
+    try:
+        target = open_repository(dst, **options)
+        try:
+            if target.refs.list(""):
+                raise RepositoryError(f"cannot clone into {dst!r}: it holds refs already")
+            refs = {**source.refs.list(HEADS), **source.refs.list(TAGS)}
+            copy_history(source, target, refs.values(), progress=progress)
+            for ref, oid in refs.items():
+                if not target.refs.compare_and_swap(ref, None, oid, f"clone: from {source.location}"):
+                    raise RefConflictError(ref, None, target.refs.get(ref))
+            head = source.refs.get_symbolic("HEAD")
+            if head is not None:
+                target.refs.set_symbolic("HEAD", head)
+            if not isinstance(src, Repository):
+                add_remote(target, origin, str(src), **dict(src_options or {}))
+                for ref, oid in refs.items():
+                    if ref.startswith(HEADS):
+                        _track(target, origin, ref[len(HEADS):], oid, f"clone: from {src}")
+        except BaseException:
+            target.close()
+            raise
+        return target
+    finally:
+        if source is not src:
+            source.close()

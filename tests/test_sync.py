@@ -1,0 +1,297 @@
+"""Sync between repositories (``snapvc.sync``): push, fetch, pull, clone, remotes — between
+embedded files, memory and S3 (a real SeaweedFS, tests/conftest.py), and the commands."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import snapvc
+from snapvc.cli.main import cli
+from snapvc.errors import PushRejectedError, RefConflictError, RepositoryError
+from snapvc.store.codec import CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT
+
+
+def words(rnd: random.Random, n: int) -> str:
+    vocabulary = ["agent", "tool", "search", "result", "plan", "source", "claim", "evidence", "draft", "review",
+                  "the", "of", "and", "a", "to", "in", "is", "that", "for", "with"]
+    return " ".join(rnd.choice(vocabulary) for _ in range(n))
+
+
+def agent_run(repo: snapvc.Repository, steps: int, *, branch: str = "main", start: int = 0, seed: int = 0,
+              state: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``steps`` checkpoints of a growing agent state: messages, a scratchpad, a long document."""
+    rnd = random.Random(seed)
+    state = state if state is not None else {"messages": [], "scratchpad": {}, "doc": ""}
+    for step in range(start, start + steps):
+        state["messages"].append({"role": "assistant", "content": f"step {step}: " + words(rnd, 80)})
+        state["scratchpad"]["plan"] = words(rnd, 10)
+        state["doc"] += f"\n\nsection {step}\n" + words(rnd, 120)
+        repo.commit(state, branch=branch, message=f"step {step}", metadata={"step": step})
+    return state
+
+
+def library_run(repo: snapvc.Repository, steps: int, *, seed: int = 0, branch: str = "main") -> dict[str, Any]:
+    """A first commit of ~400 KB of documents (enough to train the repository's zstd
+    dictionary), then an agent run on top."""
+    rnd = random.Random(seed + 1000)
+    state = {"messages": [], "scratchpad": {}, "doc": "",
+             "library": {f"doc-{i}": words(rnd, 800) for i in range(80)}}
+    return agent_run(repo, steps, seed=seed, state=state, branch=branch)
+
+
+def commit_ids(repo: snapvc.Repository, rev: str = "main") -> list[snapvc.ObjectId]:
+    return [c.id for c in repo.log(rev)]
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> snapvc.Repository:
+    with snapvc.open(tmp_path / "local.snapvc") as repo:
+        yield repo
+
+
+def test_push_sends_only_what_the_remote_lacks(local: snapvc.Repository, tmp_path: Path) -> None:
+    state = agent_run(local, 30)
+    local.add_remote("origin", str(tmp_path / "remote.snapvc"))
+    snapvc.open(tmp_path / "remote.snapvc").close()
+
+    first = local.push("origin", "main")
+    assert first.old is None and first.new == local.resolve("main") and not first.forced
+    assert first.transfer.commits == 30 and first.transfer.objects > 30
+    assert local.refs.get("refs/remotes/origin/main") == local.resolve("main")
+
+    agent_run(local, 3, start=30, state=state)
+    second = local.push("origin")
+    assert second.transfer.commits == 3
+    assert second.transfer.objects < first.transfer.objects / 5  # the unchanged subtrees stay home
+    assert local.push("origin").up_to_date
+
+    with snapvc.open(tmp_path / "remote.snapvc", create=False) as remote:
+        assert commit_ids(remote) == commit_ids(local)
+        assert remote.checkout("main") == state
+        assert remote.fsck().ok
+        assert [e.reason for e in remote.reflog("main")][0].startswith("push: from")
+
+
+def test_frames_travel_as_stored_and_dictionaries_with_them(local: snapvc.Repository, tmp_path: Path) -> None:
+    library_run(local, 30)
+    assert local.backend.objects.dictionaries()
+    clone = snapvc.clone(str(local.location), str(tmp_path / "clone.snapvc"))
+    with clone:
+        assert clone.backend.objects.dictionaries() == local.backend.objects.dictionaries()
+        ids = list(local.backend.objects.iter_ids())
+        mine, theirs = local.backend.objects.get_many(ids), clone.backend.objects.get_many(ids)
+        assert mine == theirs  # the same frames: deltas and dictionary frames unchanged
+        codecs = {frame[0] for frame in theirs.values()}
+        assert {CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT} <= codecs
+        assert clone.stats().stored_bytes == local.stats().stored_bytes
+        assert clone.fsck().ok
+
+
+def test_frames_of_a_dictionary_the_destination_lacks_are_reframed(local: snapvc.Repository, tmp_path: Path) -> None:
+    library_run(local, 10)
+    other = snapvc.open(tmp_path / "other.snapvc")
+    library_run(other, 10, seed=7, branch="theirs")  # trains a dictionary of its own, number 1 too
+    assert other.backend.objects.dictionaries()[1] != local.backend.objects.dictionaries()[1]
+    result = local.push(other, "main")
+    assert result.transfer.reframed > 0 and result.transfer.dictionaries == 0
+    assert other.checkout("main") == local.checkout("main")
+    reopened = snapvc.open(tmp_path / "other.snapvc", create=False)
+    assert reopened.checkout("main") == local.checkout("main") and reopened.fsck().ok
+    reopened.close()
+    other.close()
+
+
+def test_a_push_that_is_not_a_fast_forward_is_refused_unless_forced(local: snapvc.Repository) -> None:
+    remote = snapvc.open("memory://")
+    agent_run(local, 5)
+    local.push(remote, "main")
+    agent_run(remote, 2, start=100, seed=1, state=remote.checkout("main"))  # someone else pushed meanwhile
+    remote_tip = remote.resolve("main")
+    agent_run(local, 1, start=5, seed=2, state=local.checkout("main"))
+    with pytest.raises(PushRejectedError) as info:
+        local.push(remote, "main")
+    assert info.value.ref == "refs/heads/main" and info.value.remote_tip == remote_tip
+    assert "not a fast-forward" in str(info.value) and remote.resolve("main") == remote_tip
+
+    forced = local.push(remote, "main", force=True)
+    assert forced.forced and remote.resolve("main") == local.resolve("main")
+    assert remote.resolve("main@{1}") == remote_tip  # the reflog keeps what the force replaced
+
+
+def test_pull_fast_forwards_merges_and_creates(local: snapvc.Repository, tmp_path: Path) -> None:
+    shared = tmp_path / "shared.snapvc"
+    with snapvc.open(shared) as hub:
+        agent_run(hub, 4)
+    local.add_remote("hub", str(shared))
+    created = local.pull("hub", "main")
+    assert created.created and local.resolve("main") == local.resolve("refs/remotes/hub/main")
+
+    with snapvc.open(shared, create=False) as hub:
+        hub.commit({**hub.checkout("main"), "from_hub": 1}, message="hub step")
+    ff = local.pull("hub", "main")
+    assert ff.merge is not None and ff.merge.fast_forward and local.checkout("main")["from_hub"] == 1
+
+    with snapvc.open(shared, create=False) as hub:
+        hub.commit({**hub.checkout("main"), "hub_only": True}, message="hub again")
+    local.commit({**local.checkout("main"), "local_only": True}, message="local work")
+    merged = local.pull("hub", "main")
+    assert merged.ok and merged.merge is not None and merged.merge.commit is not None
+    assert len(merged.merge.commit.parents) == 2
+    state = local.checkout("main")
+    assert state["hub_only"] is True and state["local_only"] is True
+    local.push("hub", "main")  # now a fast-forward of the hub
+    with snapvc.open(shared, create=False) as hub:
+        assert hub.resolve("main") == local.resolve("main") and hub.fsck().ok
+
+
+def test_pull_with_conflicts_writes_nothing(local: snapvc.Repository) -> None:
+    remote = snapvc.open("memory://")
+    remote.commit({"plan": "a"})
+    local.pull(remote, "main")
+    remote.commit({"plan": "b"})
+    local.commit({"plan": "c"})
+    tip = local.resolve("main")
+    result = local.pull(remote, "main")
+    assert not result.ok and [str(c.path) for c in result.merge.conflicts]
+    assert local.resolve("main") == tip
+    assert local.pull(remote, "main", resolve="theirs").ok
+    assert local.checkout("main") == {"plan": "b"}
+
+
+def test_fetch_moves_tracking_refs_only(local: snapvc.Repository, tmp_path: Path) -> None:
+    with snapvc.open(tmp_path / "up.snapvc") as up:
+        up.commit({"x": 1})
+        up.branch("side")
+        up.commit({"x": 2}, branch="side")
+    local.add_remote("up", str(tmp_path / "up.snapvc"))
+    result = local.fetch("up")
+    assert set(result.tips) == {"main", "side"}
+    assert set(local.refs.list("refs/remotes/")) == {"refs/remotes/up/main", "refs/remotes/up/side"}
+    assert local.branches() == {}
+    assert local.checkout("refs/remotes/up/side") == {"x": 2}
+
+
+def test_remotes_are_kept_in_the_repository(tmp_path: Path) -> None:
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        repo.add_remote("origin", "s3://bucket/agents", endpoint="http://127.0.0.1:8333")
+        repo.add_remote("backup", str(tmp_path / "b.snapvc"))
+    with snapvc.open(path, create=False) as repo:
+        remotes = repo.remotes()
+        assert list(remotes) == ["backup", "origin"]
+        assert remotes["origin"].location == "s3://bucket/agents"
+        assert dict(remotes["origin"].options) == {"endpoint": "http://127.0.0.1:8333"}
+        with pytest.raises(snapvc.InvalidRefNameError):
+            repo.add_remote("bad name", "x.snapvc")
+
+
+def test_clone_refuses_a_destination_with_history(local: snapvc.Repository, tmp_path: Path) -> None:
+    agent_run(local, 2)
+    with snapvc.open(tmp_path / "busy.snapvc") as busy:
+        busy.commit({"mine": 1})
+    with pytest.raises(RepositoryError, match="holds refs already"):
+        snapvc.clone(str(local.location), str(tmp_path / "busy.snapvc"))
+
+
+def test_a_remote_ref_that_moves_during_the_push_is_a_conflict(local: snapvc.Repository) -> None:
+    remote = snapvc.open("memory://")
+    agent_run(local, 2)
+    local.push(remote, "main")
+    agent_run(local, 1, start=2, state=local.checkout("main"))
+    cas = remote.refs.compare_and_swap
+
+    def racing(name: str, expected: Any, new: Any, reason: str) -> bool:
+        if reason.startswith("push"):  # another writer gets there first
+            remote.refs.compare_and_swap = cas  # type: ignore[method-assign]
+            remote.commit({"other": True}, message="racer")
+        return cas(name, expected, new, reason)
+
+    remote.refs.compare_and_swap = racing  # type: ignore[method-assign]
+    with pytest.raises(RefConflictError) as info:
+        local.push(remote, "main")
+    assert info.value.ref == "refs/heads/main"
+    assert remote.checkout("main") == {"other": True}
+
+
+# -- S3 ------------------------------------------------------------------------------------
+
+
+def test_push_clone_and_pull_through_s3(local: snapvc.Repository, tmp_path: Path, s3_url: str) -> None:
+    state = agent_run(local, 40)
+    local.add_remote("cloud", s3_url)
+    pushed = local.push("cloud", "main")
+    assert pushed.transfer.commits == 40
+
+    with snapvc.open(s3_url, create=False) as cloud:
+        requests_before = cloud.backend.s3_stats.copy()
+        assert commit_ids(cloud) == commit_ids(local)
+        assert cloud.checkout("main") == state
+        assert cloud.fsck().ok
+        cloud.commit({**state, "cloud": True}, message="committed on S3")
+        spent = cloud.backend.s3_stats - requests_before
+        assert spent.total_requests > 0 and spent.bytes_received > 0
+
+    clone = snapvc.clone(s3_url, str(tmp_path / "clone.snapvc"))
+    with clone:
+        assert clone.checkout("main")["cloud"] is True
+        assert clone.remotes()["origin"].location == s3_url
+        assert clone.fsck().ok
+
+    pulled = local.pull("cloud", "main")
+    assert pulled.merge is not None and pulled.merge.fast_forward
+    assert local.checkout("main")["cloud"] is True
+
+
+def test_clone_from_disk_to_s3_and_back_keeps_every_frame(local: snapvc.Repository, tmp_path: Path, s3_url: str) -> None:
+    library_run(local, 30)
+    local.tag("v1", at="main~10")
+    with snapvc.clone(str(local.location), s3_url) as cloud:
+        assert cloud.tags() == local.tags()
+        assert cloud.backend.objects.dictionaries() == local.backend.objects.dictionaries()
+    with snapvc.clone(s3_url, str(tmp_path / "back.snapvc")) as back:
+        ids = list(local.backend.objects.iter_ids())
+        assert back.backend.objects.get_many(ids) == local.backend.objects.get_many(ids)
+        assert commit_ids(back) == commit_ids(local)
+        assert back.fsck().ok
+
+
+# -- the commands ------------------------------------------------------------------------
+
+
+def run(*args: str) -> Any:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result
+
+
+def test_the_commands(tmp_path: Path) -> None:
+    here, there = tmp_path / "here.snapvc", tmp_path / "there.snapvc"
+    with snapvc.open(here) as repo:
+        agent_run(repo, 3)
+    assert run("remote", "add", "origin", str(there), "--repo", str(here)).exit_code == 0
+    listed = run("remote", "--repo", str(here), "--json")
+    assert json.loads(listed.output) == {"origin": {"location": str(there), "options": {}}}
+    snapvc.open(there).close()
+
+    pushed = run("push", "--repo", str(here), "--json")
+    assert pushed.exit_code == 0, pushed.output
+    assert json.loads(pushed.output)["sent"]["commits"] == 3
+
+    cloned = run("clone", str(there), str(tmp_path / "copy.snapvc"))
+    assert cloned.exit_code == 0 and "3 commits" in cloned.output
+    with snapvc.open(there, create=False) as repo:
+        repo.commit({"new": 1}, message="upstream")
+    pulled = run("pull", "--repo", str(tmp_path / "copy.snapvc"), "--json")
+    assert pulled.exit_code == 0 and json.loads(pulled.output)["fast_forward"] is True
+
+    with snapvc.open(here, create=False) as repo:
+        repo.commit({"diverged": 1}, message="local")
+    refused = CliRunner().invoke(cli, ["push", "--repo", str(here)])
+    assert refused.exit_code != 0 and isinstance(refused.exception, PushRejectedError)
+    forced = run("push", "--force", "--repo", str(here))
+    assert forced.exit_code == 0 and "forced" in forced.output
