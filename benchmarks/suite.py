@@ -35,6 +35,7 @@ from benchmarks import (
     langgraph_graph,
     large_state,
     long_list,
+    s3_sync,
     wide_map,
 )
 from benchmarks.measure import (
@@ -58,7 +59,7 @@ DOCS_PATH = ROOT / "docs" / "benchmarks.md"
 WORKLOADS: dict[str, ModuleType] = {
     module.NAME: module
     for module in (agent_run, growth, large_state, wide_map, long_list, deep_history, branching, langgraph_graph,
-                   git_export)
+                   git_export, s3_sync)
 }
 SCALES = {scale.name: scale for scale in (FULL, QUICK)}
 
