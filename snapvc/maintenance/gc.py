@@ -358,7 +358,7 @@ def _frames(repo: Repository, ids: list[ObjectId], progress: Progress) -> tuple[
             try:
                 base = frame_base(oid, frame)
             except SnapvcError:
-                base = None  # a damaged header: fsck names it; keeping it is the safe side
+                base = None  # a damaged header: the object is unreadable anyway, and fsck names it
             if base is not None:
                 bases[oid] = base
     return sizes, bases
@@ -377,7 +377,7 @@ def _with_bases(kept: Iterable[ObjectId], bases: dict[ObjectId, ObjectId]) -> se
 
 def plan_gc(repo: Repository, *, grace: timedelta | float = DEFAULT_GRACE,
             reflog_expiry: timedelta | float = DEFAULT_REFLOG_EXPIRY, extra_commits: dict[ObjectId, Commit] | None = None,
-            moved: dict[str, ObjectId] | None = None, extra_roots: list[tuple[ObjectId, str]] = (),  # type: ignore[assignment]
+            moved: dict[str, ObjectId] | None = None, extra_roots: Iterable[tuple[ObjectId, str]] = (),
             progress: Progress = no_progress) -> GcPlan:
     """Mark from the roots and list what is garbage; nothing is changed. ``extra_commits``,
     ``moved`` (ref -> tip) and ``extra_roots`` describe refs moved to commits not written
