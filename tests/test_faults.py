@@ -14,7 +14,7 @@ import pytest
 
 import snapvc
 from snapvc.backend import open_backend
-from snapvc.errors import CorruptObjectError, ObjectNotFoundError, SnapvcError
+from snapvc.errors import CorruptObjectError, ObjectNotFoundError
 from snapvc.ids import hash_bytes
 from snapvc.repository import Repository
 from snapvc.store.codec import open_object_store
@@ -96,6 +96,8 @@ def test_random_operations_under_write_faults_lose_nothing_committed(tmp_path: P
             _check_all(repo, expected)
     _check_all(repo, expected)
     assert repo.fsck().ok
+    # The run trained a compression dictionary, inside a commit that faults may roll back.
+    assert repo.backend.objects.dictionaries()
     print(f"{kind}: {OPERATIONS} operations, {faulty.injected} write faults injected, {outcomes}")
     assert faulty.injected >= 150 and outcomes["raised"] == faulty.injected and outcomes["completed"] >= 400
     repo.close()
@@ -193,8 +195,3 @@ def test_a_write_fault_during_gc_deletes_nothing(tmp_path: Path) -> None:
     assert repo.gc(grace=0, reflog_expiry=0).removed_objects
     assert repo.checkout("main") == {"keep": "k" * 5000} and repo.fsck().ok
     repo.close()
-
-
-def test_only_snapvc_errors_or_the_storage_error_come_out() -> None:
-    """The contract the tests above rely on: both error kinds a caller must handle."""
-    assert issubclass(CorruptObjectError, SnapvcError) and issubclass(ObjectNotFoundError, SnapvcError)
