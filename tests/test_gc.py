@@ -3,6 +3,7 @@ retention, dry runs, and writers whose caches name what a sweep deleted."""
 
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -221,3 +222,20 @@ def test_ref_roots_include_a_detached_head(tmp_path: Path) -> None:
         c = repo.commit({"a": 1})
         repo.refs.compare_and_swap("HEAD", None, c.id, "detach")
         assert ref_roots(repo)["HEAD"] == c.id
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_file_keeps_commit_objects_in_the_store_too(tmp_path: Path, version: int) -> None:
+    path = tmp_path / "old.snapvc"
+    shutil.copy(Path(__file__).parent / "fixtures" / f"v{version}.snapvc", path)
+    with snapvc.open(path) as repo:
+        states = {name: repo.checkout(tip) for name, tip in {**repo.branches(), **repo.tags()}.items()}
+        tip = repo.resolve("main")
+        repo.reset("main", to="main~3")
+        report = repo.gc(grace=0, reflog_expiry=0)
+        assert tip in report.removed_commits  # from the commit index
+        assert tip in report.removed_objects  # and its commit object, as older files hold it
+        assert not repo.backend.objects.has_many([tip]) and repo.commits.get(tip) is None
+        for name in repo.tags():
+            assert repo.checkout(f"refs/tags/{name}") == states[name]
+        assert repo.fsck().ok
