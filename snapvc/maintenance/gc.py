@@ -56,7 +56,7 @@ from snapvc.maintenance.graph import (
     ref_roots,
     reflog_roots,
 )
-from snapvc.objects import COMMIT, Commit
+from snapvc.objects import Commit
 from snapvc.refs.names import HEADS
 from snapvc.store.codec import frame_base, open_object_store
 
