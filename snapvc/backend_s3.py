@@ -6,11 +6,13 @@ extra (``pip install 'snapvc[s3]'``: obstore). Credentials come from the environ
 as for any AWS client (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ...).
 
 What a transaction means here: S3 has no multi-key atomicity, so
-``Backend.transaction()`` buffers the objects and commits written inside it and sends
-them as one pack when it ends, or as soon as a ref is about to move (objects first,
-then the ref: invariant 1). A failed transaction sends nothing of what it buffered.
-Refs move one at a time by compare-and-swap; a crash between a pack and its ref move
-leaves an unreferenced pack for gc, never a ref to something missing.
+``Backend.transaction()`` buffers the objects, commits and ref moves made inside it
+and sends them when it ends: the objects and commits as one pack, then each moved ref
+by a conditional write (objects first, then the refs: invariant 1). A failed
+transaction sends nothing of what it buffered. A ref another writer moved meanwhile
+is reported when the transaction ends (``RefConflictError``): the pack stays,
+unreferenced, for gc. A crash between a pack and its ref writes leaves the same:
+never a ref to something missing.
 """
 
 from __future__ import annotations
@@ -52,15 +54,21 @@ class S3Backend(Backend):
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """One locked section whose writes go up as one pack (see the module docstring)."""
-        assert self.packs is not None
+        assert self.packs is not None and isinstance(self.refs, S3RefStore)
         with self._lock:
+            outermost = not self.packs.in_transaction()
             self.packs.begin()
             ok = False
             try:
                 yield
                 ok = True
             finally:
-                self.packs.end(ok)
+                self.packs.end(ok)  # the pack first...
+                if outermost:
+                    if ok:
+                        self.refs.write_pending()  # ...then the refs that name it
+                    else:
+                        self.refs.discard_pending()
 
     def gc_epoch(self) -> int:
         assert self.client is not None
@@ -113,7 +121,7 @@ def open_s3_backend(url: str, *, create: bool = True, durability: str = "normal"
         raise
     tick = clock or time.time
     packs = Packs(client, tick)
-    backend = S3Backend(location.url, S3ObjectStore(packs), S3RefStore(client, tick, before_write=packs.flush),
+    backend = S3Backend(location.url, S3ObjectStore(packs), S3RefStore(client, tick, before_write=packs.flush, buffering=packs.in_transaction),
                         S3CommitIndex(packs), client=client, packs=packs)
     backend._durability = durability
     return backend

@@ -16,6 +16,12 @@ that would exceed it first stores the oldest half as an immutable segment
 body every writer read, so racing writers write the same segment) and then moves the
 ref without them. Readers merge segments and the body by generation.
 
+Inside a transaction (``Repository.deferred``) moves are compared with the ref as the
+transaction sees it and written when it ends, each conditionally on the body first
+read, after the transaction's pack: many commits cost one pack and one write per ref.
+A ref another writer moved meanwhile is reported then (``RefConflictError``); the
+transaction's commits stay stored, unreferenced.
+
 A deleted ref keeps its key as a body without a target (its reflog stays), so a name
 is created again by If-Match on that body, and its generation keeps counting.
 """
@@ -30,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote
 
-from snapvc.errors import RefError
+from snapvc.errors import RefConflictError, RefError
 from snapvc.ids import ObjectId
 from snapvc.refs.base import ReflogEntry, _as_id, _check_symbolic
 from snapvc.refs.names import check_full_ref_name
@@ -85,10 +91,13 @@ class S3RefStore:
     up first, so no ref ever points at objects not yet stored (invariant 1)."""
 
     def __init__(self, client: S3Client, clock: Callable[[], float] = time.time,
-                 before_write: Callable[[], None] | None = None) -> None:
+                 before_write: Callable[[], None] | None = None, buffering: Callable[[], bool] | None = None) -> None:
         self.client = client
         self._clock = clock
         self._before_write = before_write or (lambda: None)
+        self._buffering = buffering or (lambda: False)
+        # Moves made inside a transaction, written when it ends: name -> (body read, body to write).
+        self._pending: dict[str, tuple[_Body, _Body]] = {}
 
     # -- one body ----------------------------------------------------------------------------
 
@@ -101,7 +110,7 @@ class S3RefStore:
     def _write(self, name: str, old: _Body, new: _Body) -> bool:
         """Write ``new`` over ``old`` if ``old`` is still there; False if it changed."""
         self._before_write()
-        new.generation = old.generation + 1
+        new.generation = max(new.generation, old.generation + 1)  # moves counted by _log, else one more
         self._spill_reflog(name, new)
         try:
             if old.etag is None:
@@ -121,14 +130,16 @@ class S3RefStore:
         body.reflog = body.reflog[len(spill) :]
 
     def _log(self, body: _Body, old: ObjectId | None, new: ObjectId | None, reason: str) -> None:
-        body.reflog = body.reflog + [[body.generation + 1, old.hex if old else None, new.hex if new else None,
+        body.generation += 1
+        body.reflog = body.reflog + [[body.generation, old.hex if old else None, new.hex if new else None,
                                       float(self._clock()), reason]]
 
     # -- the protocol ----------------------------------------------------------------------
 
     def get(self, name: str) -> ObjectId | None:
         check_full_ref_name(name)
-        return self._read(name).target
+        pending = self._pending.get(name) if self._buffering() else None
+        return pending[1].target if pending is not None else self._read(name).target
 
     def list(self, prefix: str = "refs/") -> dict[str, ObjectId]:
         # S3 listings go by folders ("/"), and ref names are escaped into one folder: the
@@ -136,13 +147,17 @@ class S3RefStore:
         names = [name for key, _ in self.client.list(_PREFIX)
                  if (name := unquote(key[len(_PREFIX) :])).startswith(prefix)]
         bodies = self.client.pool.map(self._read, names)
-        found = {name: body.target for name, body in zip(names, bodies, strict=True) if body.target is not None}
-        return dict(sorted(found.items()))
+        found = {name: body.target for name, body in zip(names, bodies, strict=True)}
+        if self._buffering():
+            found.update((name, new.target) for name, (_, new) in self._pending.items() if name.startswith(prefix))
+        return dict(sorted((name, target) for name, target in found.items() if target is not None))
 
     def compare_and_swap(self, name: str, expected: ObjectId | None, new: ObjectId | None, reason: str) -> bool:
         check_full_ref_name(name)
         expected = _as_id(expected, "expected")
         new = _as_id(new, "new")
+        if self._buffering():
+            return self._buffered_swap(name, expected, new, reason)
         for _ in range(_MAX_ROUNDS):
             body = self._read(name)
             if body.target != expected:
@@ -155,6 +170,39 @@ class S3RefStore:
                 return True
             # Someone wrote the body meanwhile: compare again with what is there now.
         raise RefError(name, f"ref {name!r}: {_MAX_ROUNDS} conditional writes in a row lost on {self.client.where(_key(name))}")
+
+    def _buffered_swap(self, name: str, expected: ObjectId | None, new: ObjectId | None, reason: str) -> bool:
+        """A move inside a transaction: compared with the ref as this transaction sees it,
+        written (conditionally on the body first read) when the transaction ends."""
+        found = self._pending.get(name)
+        if found is None:
+            read = self._read(name)
+            found = (read, _Body(read.generation, read.target, read.symbolic, list(read.reflog)))
+        body = found[1]
+        if body.target != expected:
+            return False
+        if expected == new:
+            return True
+        body.target = new
+        if new is not None:
+            body.symbolic = None
+        self._log(body, expected, new, reason)
+        self._pending[name] = found
+        return True
+
+    def write_pending(self) -> None:
+        """Write the moves of the transaction that ended (after its pack went up).
+        ``RefConflictError`` names the first ref another writer moved meanwhile; the
+        others are written."""
+        pending, self._pending = self._pending, {}
+        lost = [(name, read) for name, (read, body) in pending.items() if not self._write(name, read, body)]
+        if lost:
+            name, read = lost[0]
+            raise RefConflictError(name, read.target, self._read(name).target)
+
+    def discard_pending(self) -> None:
+        """Forget the moves of a transaction that failed."""
+        self._pending = {}
 
     def reflog(self, name: str, limit: int | None = None) -> builtins.list[ReflogEntry]:
         check_full_ref_name(name)

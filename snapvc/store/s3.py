@@ -27,8 +27,8 @@ reader never sees half a pack. gc rewrites the packs that hold garbage without i
 deletes the old ones (``delete_many``).
 
 Inside ``Backend.transaction()`` writes are buffered and go up as one pack when the
-transaction ends, or before any ref moves (``flush``): objects first, then the ref
-(invariant 1). There is no multi-key atomicity on S3: a crash after a pack went up and
+transaction ends (before its ref moves: objects first, then the refs, invariant 1), or
+before any ref moves outside it (``flush``). There is no multi-key atomicity on S3: a crash after a pack went up and
 before its ref moved leaves an unreferenced pack, which gc removes after its grace.
 """
 
@@ -458,6 +458,10 @@ class Packs:
     def _buffering(self) -> bool:
         return self._depth > 0 and self._owner == threading.get_ident()
 
+    def in_transaction(self) -> bool:
+        """Whether the calling thread is inside a transaction (its writes are buffered)."""
+        return self._buffering()
+
     def _discard_pending(self) -> None:
         for oid, _, _ in self._pending_objects:
             entry = self.objects.get(oid)
@@ -644,6 +648,7 @@ class S3ObjectStore:
     def __init__(self, packs: Packs) -> None:
         self.packs = packs
         self.client = packs.client
+        self._dictionaries: dict[int, bytes] = {}
 
     def refresh(self) -> None:
         """Read the packs other writers added since this client last looked."""
@@ -694,12 +699,15 @@ class S3ObjectStore:
         return StoreSizes(objects=len(self.packs.objects), stored_bytes=self.packs.stored_bytes())
 
     def dictionaries(self) -> dict[int, bytes]:
-        out: dict[int, bytes] = {}
-        keys = [key for key, _ in self.client.list("dictionaries/")]
-        for key, found in zip(keys, self.client.pool.map(self.client.get, keys), strict=True):
-            if found is not None and key.rsplit("/", 1)[-1].isdigit():
-                out[int(key.rsplit("/", 1)[-1])] = found[0]
-        return out
+        """Every dictionary: one listing, and a read of each not read before (a dictionary
+        never changes, so those are kept)."""
+        numbers = {int(name): key for key, _ in self.client.list("dictionaries/")
+                   if (name := key.rsplit("/", 1)[-1]).isdigit()}
+        unread = [key for number, key in numbers.items() if number not in self._dictionaries]
+        for key, found in zip(unread, self.client.pool.map(self.client.get, unread), strict=True):
+            if found is not None:
+                self._dictionaries[int(key.rsplit("/", 1)[-1])] = found[0]
+        return {number: self._dictionaries[number] for number in numbers if number in self._dictionaries}
 
     def put_dictionary(self, data: bytes) -> int:
         """The next free number, taken with If-None-Match: two writers never share one."""

@@ -1,0 +1,276 @@
+"""Repositories on S3 (``snapvc.backend_s3``, ``snapvc.store.s3``, ``snapvc.refs.s3``),
+against a real SeaweedFS server (tests/conftest.py): packs per write, conditional ref
+writes, the reflog in ref bodies, gc rewriting packs, and what a transaction means."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+import snapvc
+from snapvc.errors import FormatVersionError, RefConflictError, RepositoryError, RepositoryNotFoundError
+from snapvc.ids import ObjectId
+from snapvc.refs.s3 import REFLOG_TAIL, S3RefStore
+from snapvc.store.s3 import S3Client, S3Location, parse_s3_url
+from tests.fakes import TickingClock
+
+ROOT = Path(__file__).resolve().parents[1]
+MAIN = "refs/heads/main"
+
+
+def oid(n: int) -> ObjectId:
+    return ObjectId(n.to_bytes(32, "big"))
+
+
+def packs(repo: snapvc.Repository) -> list[str]:
+    return [key for key, _ in repo.backend.client.list("packs/")]
+
+
+def test_locations_are_parsed_and_refused_with_their_text() -> None:
+    assert parse_s3_url("s3://bucket/a/b/") == ("bucket", "a/b")
+    assert parse_s3_url("s3://bucket") == ("bucket", "")
+    with pytest.raises(RepositoryError, match="s3:/nobucket"):
+        parse_s3_url("s3:/nobucket")
+    with pytest.raises(TypeError, match="endpoint"):
+        snapvc.open("memory://", endpoint="http://127.0.0.1:1")
+
+
+def test_a_missing_repository_is_named(s3_url: str) -> None:
+    with pytest.raises(RepositoryNotFoundError) as info:
+        snapvc.open(s3_url, create=False)
+    assert s3_url.removeprefix("s3://") in str(info.value)
+
+
+def test_a_newer_format_is_refused(s3_url: str) -> None:
+    snapvc.open(s3_url).close()
+    client = S3Client(S3Location.parse(s3_url))
+    client.put("snapvc.json", json.dumps({"snapvc": "repository", "format": 99}).encode())
+    with pytest.raises(FormatVersionError, match="99"):
+        snapvc.open(s3_url)
+    client.close()
+
+
+def test_a_repository_on_s3_works_as_any_other(s3_url: str) -> None:
+    with snapvc.open(s3_url) as repo:
+        c1 = repo.commit({"messages": ["hi"], "plan": "start"}, message="one", metadata={"agent": "a"})
+        repo.branch("try-b")
+        c2 = repo.commit({"messages": ["hi", "there"], "plan": "start"}, message="two")
+        repo.commit({"messages": ["hi"], "plan": "web"}, branch="try-b", message="fork")
+        assert repo.merge("try-b", into="main").ok
+        repo.tag("v1", at=c2.id)
+        repo.reset("main", to="main~1")
+        repo.reset("main", to="main@{1}")
+    with snapvc.open(s3_url, create=False) as again:  # a second client: nothing cached
+        assert again.checkout("main") == {"messages": ["hi", "there"], "plan": "web"}
+        assert [c.message for c in again.log("main")][-2:] == ["two", "one"]
+        assert again.resolve("v1") == c2.id and again.resolve(c1.id.hex[:8]) == c1.id
+        assert [c.id for c in again.log("main", where={"agent": "a"})] == [c1.id]
+        assert [e.reason.split(":")[0] for e in again.reflog("main")][:2] == ["reset", "reset"]
+        assert again.fsck().ok
+
+
+def test_each_commit_is_one_pack_and_deferred_commits_share_one(s3_url: str) -> None:
+    with snapvc.open(s3_url) as repo:
+        state = {"doc": "x" * 50_000, "messages": [f"message {i} " * 40 for i in range(200)]}
+        repo.commit(state)
+        assert len(packs(repo)) == 1
+        before = repo.backend.s3_stats.copy()
+        state["messages"].append("one more")
+        repo.commit(state, branch="main")
+        spent = repo.backend.s3_stats - before
+        assert len(packs(repo)) == 2
+        assert spent.requests["PUT"] == 2  # the pack, then the ref
+        with repo.deferred():
+            for i in range(5):
+                state["messages"].append(f"deferred {i}")
+                repo.commit(state, branch="main")
+        assert len(packs(repo)) == 3
+    with snapvc.open(s3_url, create=False) as again:
+        assert again.checkout("main") == state and len(list(again.log("main"))) == 7
+
+
+def test_a_failed_transaction_sends_nothing(s3_url: str) -> None:
+    with snapvc.open(s3_url) as repo:
+        repo.commit({"a": 1})
+        count = len(packs(repo))
+        with pytest.raises(RefConflictError):
+            repo.commit({"a": 2}, parents=())  # main exists: the commit expected no parent
+        assert len(packs(repo)) == count
+        with pytest.raises(ValueError):
+            with repo.backend.transaction():
+                repo.backend.objects.put_many([(oid(7), b"\x00\x01x")])
+                raise ValueError("the write failed")
+        assert len(packs(repo)) == count and not repo.backend.objects.has_many([oid(7)])
+
+
+def test_objects_go_up_before_the_ref_that_names_them(s3_url: str) -> None:
+    with snapvc.open(s3_url) as repo:
+        order: list[str] = []
+        put = repo.backend.client.put
+
+        def recording(key: str, data: bytes, **kw: object) -> str:
+            order.append(key.split("/")[0])
+            return put(key, data, **kw)
+
+        repo.backend.client.put = recording  # type: ignore[method-assign]
+        repo.commit({"state": list(range(1000))})
+        assert order == ["packs", "refs"]
+
+
+def test_a_rewritten_ref_body_never_repeats_its_etag(s3_url: str) -> None:
+    client = S3Client(S3Location.parse(s3_url))
+    refs = S3RefStore(client)
+    refs.compare_and_swap(MAIN, None, oid(1), "A")
+    first = refs._read(MAIN)
+    refs.compare_and_swap(MAIN, oid(1), oid(2), "B")
+    refs.compare_and_swap(MAIN, oid(2), oid(1), "A again")  # A -> B -> A
+    again = refs._read(MAIN)
+    assert again.target == first.target and again.etag != first.etag
+    assert again.generation == first.generation + 2
+    # A writer still holding the first body loses, though the target is the same (no ABA).
+    stale = S3RefStore(client)
+    assert stale._write(MAIN, first, type(first)(first.generation, oid(3), None, [])) is False
+    assert refs.get(MAIN) == oid(1)
+    client.close()
+
+
+def test_the_reflog_spills_into_segments_and_reads_whole(s3_url: str) -> None:
+    client = S3Client(S3Location.parse(s3_url))
+    refs = S3RefStore(client, clock=TickingClock())
+    moves = REFLOG_TAIL * 2 + 7
+    current = None
+    for n in range(1, moves + 1):
+        assert refs.compare_and_swap(MAIN, current, oid(n), f"move {n}")
+        current = oid(n)
+    log = refs.reflog(MAIN)
+    assert [e.reason for e in log] == [f"move {n}" for n in range(moves, 0, -1)]
+    assert [e.new for e in reversed(log)] == [oid(n) for n in range(1, moves + 1)]
+    assert len(client.list(f"reflog/refs%2Fheads%2Fmain/")) >= 2
+    assert len(refs._read(MAIN).reflog) <= REFLOG_TAIL
+    assert refs.reflog(MAIN, limit=3) == log[:3]
+    cutoff = log[99].time  # keep the newest 100 entries (the oldest are in segments)
+    assert refs.expire_reflog(cutoff) == moves - 100
+    assert [e.reason for e in refs.reflog(MAIN)] == [f"move {n}" for n in range(moves, moves - 100, -1)]
+    client.close()
+
+
+_RACER = textwrap.dedent(
+    """
+    import sys
+    from snapvc.ids import ObjectId
+    from snapvc.refs.s3 import S3RefStore
+    from snapvc.store.s3 import S3Client, S3Location
+
+    refs = S3RefStore(S3Client(S3Location.parse(sys.argv[1])))
+    print("ready", flush=True)
+    sys.stdin.readline()
+    done = lost = 0
+    while done < 25:
+        current = refs.get("refs/heads/counter")
+        n = int.from_bytes(current, "big") if current is not None else 0
+        if refs.compare_and_swap("refs/heads/counter", current, ObjectId((n + 1).to_bytes(32, "big")), "increment"):
+            done += 1
+        else:
+            lost += 1
+    print("lost", lost, flush=True)
+    """
+)
+
+
+def test_processes_racing_on_one_ref_lose_no_update(s3_url: str) -> None:
+    racers = [subprocess.Popen([sys.executable, "-c", _RACER, s3_url], cwd=ROOT, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    try:
+        for r in racers:
+            assert r.stdout is not None and r.stdout.readline() == "ready\n", r.stderr.read() if r.stderr else ""
+        for r in racers:
+            assert r.stdin is not None
+            r.stdin.write("go\n")
+            r.stdin.flush()
+        outputs = [r.communicate(timeout=120) for r in racers]
+        assert all(r.returncode == 0 for r in racers), outputs
+    finally:
+        for r in racers:
+            if r.poll() is None:
+                r.kill()
+    client = S3Client(S3Location.parse(s3_url))
+    refs = S3RefStore(client)
+    assert refs.get("refs/heads/counter") == oid(75)
+    log = refs.reflog("refs/heads/counter")
+    assert [e.new for e in reversed(log)] == [oid(n) for n in range(1, 76)]  # one unbroken chain
+    client.close()
+
+
+def test_two_writers_of_one_branch_one_wins_the_other_is_told(s3_url: str) -> None:
+    snapvc.open(s3_url).close()
+    a, b = snapvc.open(s3_url), snapvc.open(s3_url)
+    base = a.commit({"n": 0})
+    results: dict[str, object] = {}
+    barrier = threading.Barrier(2)
+
+    def write(repo: snapvc.Repository, name: str) -> None:
+        barrier.wait()
+        try:
+            results[name] = repo.commit({"n": name}, parents=(base.id,))
+        except RefConflictError as exc:
+            results[name] = exc
+
+    threads = [threading.Thread(target=write, args=(r, n)) for r, n in ((a, "a"), (b, "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    won = [n for n, r in results.items() if isinstance(r, snapvc.Commit)]
+    lost = [r for r in results.values() if isinstance(r, RefConflictError)]
+    assert len(won) == 1 and len(lost) == 1 and lost[0].ref == MAIN
+    assert a.checkout("main") == {"n": won[0]}
+    a.close()
+    b.close()
+
+
+def test_gc_rewrites_the_packs_that_hold_garbage(s3_url: str) -> None:
+    with snapvc.open(s3_url) as repo:
+        repo.commit({"keep": "k" * 5000})
+        repo.branch("doomed")
+        repo.commit({"keep": "k" * 5000, "gone": "g" * 9000}, branch="doomed")
+        repo.commit({"keep": "k" * 5000, "more": "m" * 3000})
+        repo.delete_branch("doomed")
+        report = repo.gc(grace=0, reflog_expiry=0)
+        assert report.removed_objects and len(report.removed_commits) == 1
+        assert repo.fsck().ok
+    with snapvc.open(s3_url, create=False) as again:
+        assert again.checkout("main") == {"keep": "k" * 5000, "more": "m" * 3000}
+        assert again.commits.count() == 2 and again.fsck().ok
+
+
+def test_writers_train_dictionaries_under_numbers_of_their_own(s3_url: str) -> None:
+    snapvc.open(s3_url).close()
+    from snapvc.store.s3 import Packs, S3ObjectStore
+
+    stores = [S3ObjectStore(Packs(S3Client(S3Location.parse(s3_url)))) for _ in range(2)]
+    numbers = [store.put_dictionary(f"dictionary {i}".encode()) for i, store in enumerate(stores)]
+    assert sorted(numbers) == [1, 2]
+    assert stores[0].dictionaries() == {1: b"dictionary 0", 2: b"dictionary 1"}
+    for store in stores:
+        store.client.close()
+
+
+def test_a_deferred_block_whose_branch_moved_meanwhile_is_told_at_its_end(s3_url: str) -> None:
+    repo, other = snapvc.open(s3_url), snapvc.open(s3_url)
+    repo.commit({"n": 0})
+    with pytest.raises(RefConflictError) as info:
+        with repo.deferred():
+            repo.commit({"n": 1})
+            repo.commit({"n": 2})
+            assert repo.checkout("main") == {"n": 2}  # the block sees its own moves
+            other.commit({"n": "other"})  # another writer moves main before the block ends
+    assert info.value.ref == MAIN
+    assert repo.checkout("main") == {"n": "other"} and other.fsck().ok
+    repo.close()
+    other.close()
