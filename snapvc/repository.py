@@ -388,6 +388,9 @@ class Repository:
                     self.store.put_many([(oid, data) for oid, data in objects.items() if oid not in present],
                                         encoder.bases)
                     self.commits.add(commit)
+                    touch = getattr(self.commits, "touch", None)
+                    if ref is None and touch is not None:  # no ref reaches it: gc's grace period protects it
+                        touch([commit.id])
                     reason = f"commit: {message.splitlines()[0] if message else '(no message)'}"
                     if ref is not None and not self.refs.compare_and_swap(ref, expected, commit.id, reason):
                         raise RefConflictError(ref, expected, self.refs.get(ref))

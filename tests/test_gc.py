@@ -239,3 +239,12 @@ def test_an_older_file_keeps_commit_objects_in_the_store_too(tmp_path: Path, ver
         for name in repo.tags():
             assert repo.checkout(f"refs/tags/{name}") == states[name]
         assert repo.fsck().ok
+
+
+def test_only_commits_without_a_ref_get_an_age(tmp_path: Path) -> None:
+    """A commit on a ref is reached from the moment it is written: it spends no age row."""
+    with snapvc.open(tmp_path / "ages.snapvc") as repo:
+        repo.commit({"a": 1})
+        assert repo.commits.mtimes() == {}
+        loose = repo.commit_tree({"a": 2}, parents=[repo.resolve("main")])
+        assert set(repo.commits.mtimes()) == {loose.id}

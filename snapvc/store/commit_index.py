@@ -8,11 +8,12 @@ entry per commit (on the agent run, 6% of the file). Repositories written before
 their commit objects in the object store too; a commit found only there (or copied in
 by a sync) is indexed when first read.
 
-Each commit also has an age (``mtimes``), as objects do: when it was last added,
-refreshed by adding it again (invariant 4). gc's grace period protects a commit made
-without a ref yet (an import building history first) by this age, not by the commit's
-own timestamp, which may be any date. Ages older than any grace period are dropped by
-gc (``forget_mtimes``): a commit without one counts as old.
+A commit written without moving a ref (``Repository.commit_tree``: an import building
+history first) also gets an age (``touch``, ``mtimes``), as objects have: gc's grace
+period protects it by this age, not by the commit's own timestamp, which may be any
+date. A commit made on a ref needs none: the ref and its reflog reach it from the
+moment it is written (one transaction), so no row is spent on it. Ages older than any
+grace period are dropped by gc (``forget_mtimes``): a commit without one counts as old.
 """
 
 from __future__ import annotations
@@ -43,8 +44,12 @@ class CommitIndex(Protocol):
     def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
         """Up to ``limit`` commit ids whose hex form starts with ``hex_prefix`` (lowercase)."""
         ...
+    def touch(self, ids: Iterable[ObjectId]) -> None:
+        """Record now as the age of these commits (written, but no ref reaches them yet).
+        An index whose ``add`` records ages itself need not have it."""
+        ...
     def mtimes(self) -> dict[ObjectId, float]:
-        """When each commit that has an age was last added (seconds since the epoch)."""
+        """When each commit that has an age was last touched (seconds since the epoch)."""
         ...
     def forget_mtimes(self, before: float) -> int:
         """Drop the ages older than ``before`` (gc: they no longer protect anything)."""
@@ -64,7 +69,11 @@ class MemoryCommitIndex:
     def add(self, commit: Commit) -> None:
         with self._lock:
             self._commits[commit.id] = commit
-            self._mtimes[commit.id] = self._clock()
+
+    def touch(self, ids: Iterable[ObjectId]) -> None:
+        now = self._clock()
+        with self._lock:
+            self._mtimes.update(dict.fromkeys(ids, now))
 
     def mtimes(self) -> dict[ObjectId, float]:
         with self._lock:
@@ -120,10 +129,17 @@ class SqliteCommitIndex:
                 "author TEXT NOT NULL, time_us INTEGER NOT NULL, message TEXT NOT NULL, metadata TEXT NOT NULL, "
                 "generation INTEGER NOT NULL)"
             )
-            # Ages apart from the commits: snapvc versions that know no ages keep writing
-            # ``commits`` as before (their commits count as old), and gc keeps this small.
-            c.execute("CREATE TABLE IF NOT EXISTS commit_mtimes (id BLOB PRIMARY KEY, mtime INTEGER NOT NULL) "
-                      "WITHOUT ROWID")
+
+    # Ages apart from the commits: snapvc versions that know no ages keep writing
+    # ``commits`` as before (their commits count as old). Only commits without a ref have
+    # one, and gc drops those past the grace period; the table is made on first use, so a
+    # repository that never needs it spends no page on it.
+    _AGES = "CREATE TABLE IF NOT EXISTS commit_mtimes (id BLOB PRIMARY KEY, mtime INTEGER NOT NULL) WITHOUT ROWID"
+
+    def _has_ages(self) -> bool:
+        with self.file.lock:
+            return self.file.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'commit_mtimes'").fetchone() is not None
 
     def add(self, commit: Commit) -> None:
         with self.file.transaction() as c:
@@ -132,25 +148,36 @@ class SqliteCommitIndex:
                 (commit.id, commit.tree, b"".join(commit.parents), commit.author, commit.timestamp_us,
                  commit.message, commit.metadata_json.decode(), commit.generation),
             )
-            c.execute("INSERT OR REPLACE INTO commit_mtimes (id, mtime) VALUES (?, ?)", (commit.id, int(self._clock())))
+
+    def touch(self, ids: Iterable[ObjectId]) -> None:
+        now = int(self._clock())
+        with self.file.transaction() as c:
+            c.execute(self._AGES)
+            c.executemany("INSERT OR REPLACE INTO commit_mtimes (id, mtime) VALUES (?, ?)", [(oid, now) for oid in ids])
 
     def mtimes(self) -> dict[ObjectId, float]:
+        if not self._has_ages():
+            return {}
         with self.file.lock:
             return {ObjectId(r[0]): float(r[1]) for r in self.file.conn.execute("SELECT id, mtime FROM commit_mtimes")}
 
     def forget_mtimes(self, before: float) -> int:
+        if not self._has_ages():
+            return 0
         with self.file.transaction() as c:
             return c.execute("DELETE FROM commit_mtimes WHERE mtime < ?", (before,)).rowcount
 
     def delete_many(self, ids: Iterable[ObjectId]) -> int:
         ids = list(ids)
         removed = 0
+        ages = self._has_ages()
         with self.file.transaction() as c:
             for start in range(0, len(ids), 500):
                 batch = ids[start : start + 500]
                 marks = ",".join("?" * len(batch))
                 removed += c.execute(f"DELETE FROM commits WHERE id IN ({marks})", batch).rowcount
-                c.execute(f"DELETE FROM commit_mtimes WHERE id IN ({marks})", batch)
+                if ages:
+                    c.execute(f"DELETE FROM commit_mtimes WHERE id IN ({marks})", batch)
         return removed
 
     _COLUMNS = "id, tree, parents, author, time_us, message, metadata, generation"
