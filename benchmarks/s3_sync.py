@@ -77,6 +77,8 @@ class SyncFigures:
     push_more: Transfer
     clone: Transfer
     s3_fsck_s: float
+    cold_log: Transfer  # a new client on the repository committed straight to S3
+    cold_checkout: Transfer
     figures: StoreFigures  # the clone (a local file) after it was made
     checks: list[str] = field(default_factory=list)
 
@@ -141,6 +143,16 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> SyncF
             s3_fsck_s = time.perf_counter() - t0
             check(report.ok, checks, "on S3: fsck is clean")
             direct.close()
+            cold = snapvc.open(f"s3://{bucket}/direct", create=False)  # a new client: nothing cached
+            before = cold.backend.s3_stats.copy()  # type: ignore[attr-defined]
+            t0 = time.perf_counter()
+            logged = sum(1 for _ in cold.log(BRANCH))
+            cold_log = _transfer(cold, time.perf_counter() - t0, before, snapvc.TransferStats(commits=logged))
+            before = cold.backend.s3_stats.copy()  # type: ignore[attr-defined]
+            t0 = time.perf_counter()
+            check(cold.checkout(BRANCH) == state, checks, "on S3, a new client: checkout equals the state in memory")
+            cold_checkout = _transfer(cold, time.perf_counter() - t0, before, snapvc.TransferStats())
+            cold.close()
 
             say("committing the same run locally, then pushing it")
             local = snapvc.open(folder / "local.snapvc")
@@ -193,7 +205,8 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> SyncF
         s3_requests_per_commit=spent.total_requests / steps,
         s3_bytes_per_commit=spent.bytes_sent / steps,
         local_commit_median_s=statistics.median(local_times[1:] or local_times),
-        push=push, push_more=push_more, clone=cloned, s3_fsck_s=s3_fsck_s, figures=figures, checks=checks,
+        push=push, push_more=push_more, clone=cloned, s3_fsck_s=s3_fsck_s, cold_log=cold_log,
+        cold_checkout=cold_checkout, figures=figures, checks=checks,
     )
 
 
@@ -215,6 +228,8 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
         (f"push of {f.push_more.commits} new commits ({f.push_more.objects:,} objects)", _row(f.push_more)),
         (f"clone from S3 to a local file ({f.clone.commits:,} commits)", _row(f.clone)),
         ("fsck of the repository on S3", duration(f.s3_fsck_s)),
+        (f"a new client: list(log) of the {f.cold_log.commits:,} commits on S3", _row(f.cold_log)),
+        ("a new client: checkout of the latest state on S3", _row(f.cold_checkout)),
         ("the clone on disk (after close)", size(f.figures.closed_bytes)),
         ("peak RSS (process)", size(results["snapvc"].maxrss_bytes)),
     ]

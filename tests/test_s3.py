@@ -274,3 +274,30 @@ def test_a_deferred_block_whose_branch_moved_meanwhile_is_told_at_its_end(s3_url
     assert repo.checkout("main") == {"n": "other"} and other.fsck().ok
     repo.close()
     other.close()
+
+
+def test_a_new_client_reads_one_consolidated_index_instead_of_every_pack_header(
+        s3_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from snapvc.store import s3 as s3_store
+
+    monkeypatch.setattr(s3_store, "INDEX_EVERY", 8)
+    with snapvc.open(s3_url) as repo:
+        state: dict[str, object] = {"log": []}
+        for n in range(20):
+            state = {"log": [*state["log"], f"entry {n} " * 30], "n": n}  # type: ignore[misc]
+            repo.commit(state, message=f"commit {n}")
+        assert len(packs(repo)) == 20
+        assert [key for key, _ in repo.backend.client.list("index/")]
+    with snapvc.open(s3_url, create=False) as fresh:
+        before = fresh.backend.s3_stats.copy()
+        assert [c.message for c in fresh.log("main")] == [f"commit {n}" for n in range(19, -1, -1)]
+        reads = (fresh.backend.s3_stats - before).requests.get("GET", 0)
+        assert reads <= 1 + 1 + 7, reads  # the ref, the index, the headers of the packs after it: not 20 headers
+        assert fresh.checkout("main") == state
+        # gc rewrites packs the index names: a cold client skips them and reads the new ones.
+        fresh.branch("gone")
+        fresh.commit({"gone": "x" * 4000}, branch="gone")
+        fresh.delete_branch("gone")
+        fresh.gc(grace=0, reflog_expiry=0)
+    with snapvc.open(s3_url, create=False) as again:
+        assert again.checkout("main") == state and len(list(again.log("main"))) == 20 and again.fsck().ok

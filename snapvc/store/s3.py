@@ -9,6 +9,7 @@ Layout under ``s3://bucket/prefix/``::
 
     snapvc.json                     the repository marker: format version
     packs/<ms>-<random>.pack        packs, named by the writer's clock (oldest first)
+    index/<ms>-<random>.idx         consolidated index: the headers of many packs in one object
     dictionaries/<n>                zstd dictionaries (codec.py), created with If-None-Match
     refs/..., reflog/...            refs and their reflog (``snapvc.refs.s3``)
     meta/<key>                      small settings: the gc epoch, remotes
@@ -22,7 +23,9 @@ no frame: it refreshes the age of an object stored in an earlier pack (invariant
 
 Readers list ``packs/`` once, read each pack's header (one ranged GET; a small pack
 comes whole and its frames are kept in the cache), and list again only when asked
-for an id they do not know. Objects are immutable and packs are written whole, so a
+for an id they do not know. A client starting cold reads the newest consolidated index
+first (one GET for the headers of thousands of packs; a writer adds one every
+``INDEX_EVERY`` packs), then the headers of the packs newer than it. Objects are immutable and packs are written whole, so a
 reader never sees half a pack. gc rewrites the packs that hold garbage without it and
 deletes the old ones (``delete_many``).
 
@@ -65,6 +68,8 @@ HEAD_BYTES = 64 << 10
 CACHE_BYTES = 64 << 20
 # Concurrent requests of one client (header reads, ranged reads of many packs).
 PARALLEL = 16
+# A consolidated index of every pack's header is written once this many packs are not in one.
+INDEX_EVERY = 256
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -355,6 +360,8 @@ class Packs:
         self.commits: dict[ObjectId, Commit] = {}
         self.commit_ages: dict[ObjectId, float] = {}
         self.pack_ids: dict[str, list[ObjectId]] = {}  # pack key -> the ids (objects and commits) it holds
+        self.heads: dict[str, bytes] = {}  # pack key -> its header's bytes (for the consolidated index)
+        self.indexed = 0  # how many known packs the newest index this client read or wrote covers
         self.loaded = False
         self.cache = _FrameCache(cache_bytes)
         # The pending pack: writes buffered in a transaction of the owning thread.
@@ -377,6 +384,10 @@ class Packs:
         with self.lock:
             if not set(self.pack_ids) <= set(listed):
                 self._reset()
+            cold = not self.pack_ids
+        if cold and len(listed) > 1:
+            self._load_index(listed)
+        with self.lock:
             known = set(self.pack_ids)
         new = sorted(k for k in listed if k not in known and k.endswith(".pack"))
         headers = list(self.client.pool.map(lambda key: (key, self._read_header(key, listed[key])), new))
@@ -385,8 +396,12 @@ class Packs:
                 if found is not None:
                     self._add_pack(key, *found)
             self.loaded = True
+        try:
+            self._maybe_write_index()
+        except RepositoryError:
+            pass  # a client that may only read: the index stays a writer's to write
 
-    def _read_header(self, key: str, size: int) -> tuple[int, dict[str, Any]] | None:
+    def _read_header(self, key: str, size: int) -> tuple[int, dict[str, Any], bytes] | None:
         try:
             head = self.client.get_range(key, 0, min(size, HEAD_BYTES))
             decoded = decode_pack_header(key, head)
@@ -401,9 +416,11 @@ class Packs:
             for raw, offset, length, _ in header["objects"]:
                 if length != TOUCH:
                     self.cache.put(raw, head[start + offset : start + offset + length])
-        return start, header
+        return start, header, head[:start]
 
-    def _add_pack(self, key: str, start: int, header: dict[str, Any]) -> None:
+    def _add_pack(self, key: str, start: int, header: dict[str, Any], head: bytes) -> None:
+        """Index pack ``key`` from its header (``head``: the header's bytes, kept for the
+        consolidated index)."""
         ids: list[ObjectId] = []
         for raw, offset, length, mtime in header["objects"]:
             oid = ObjectId(raw)
@@ -424,10 +441,52 @@ class Packs:
                 if mtime > self.commit_ages.get(oid, -1.0):
                     self.commit_ages[oid] = mtime
         self.pack_ids[key] = ids
+        self.heads[key] = head
+
+    def _load_index(self, listed: dict[str, int]) -> None:
+        """A cold start: read the newest consolidated index (the headers of many packs in
+        one object) instead of each pack's header; packs it names that are gone (a gc
+        rewrote them) are skipped, packs newer than it are read one by one after."""
+        indexes = [key for key, _ in self.client.list("index/") if key.endswith(".idx")]
+        for key in reversed(indexes[-2:]):
+            found = self.client.get(key)
+            if found is None:
+                continue  # replaced by a newer one meanwhile
+            try:
+                entries = msgpack.unpackb(found[0], raw=False)
+            except Exception as exc:
+                raise RepositoryError(f"{self.client.where(key)}: damaged index: {exc}") from None
+            with self.lock:
+                for pack, head in entries:
+                    if pack in listed and pack not in self.pack_ids:
+                        decoded = decode_pack_header(pack, head)
+                        if isinstance(decoded, int):
+                            raise RepositoryError(f"{self.client.where(key)}: damaged index entry for {pack}")
+                        self._add_pack(pack, decoded[0], decoded[1], head)
+                self.indexed = len(self.pack_ids)
+            return
+
+    def _maybe_write_index(self) -> None:
+        """Every ``INDEX_EVERY`` packs, a writer that knows every pack writes their headers
+        as one index object (and removes indexes older than the one before it), so a new
+        client reads one object instead of thousands of pack headers."""
+        with self.lock:
+            if not self.loaded or len(self.pack_ids) - self.indexed < INDEX_EVERY:
+                return
+            entries = sorted(self.heads.items())
+            self.indexed = len(entries)
+        data = msgpack.packb(entries, use_bin_type=True)
+        key = f"index/{int(self.clock() * 1000):013d}-{secrets.token_hex(6)}.idx"
+        self.client.put(key, data, create=True)
+        older = [k for k, _ in self.client.list("index/") if k < key]
+        if len(older) > 1:
+            self.client.delete(older[:-1])
 
     def _reset(self) -> None:
         """Forget everything read from packs (the pending pack stays)."""
         self.pack_ids.clear()
+        self.heads.clear()
+        self.indexed = 0
         self.objects = {oid: e for oid, e in self.objects.items() if not e.pack}
         self.ages = {oid: t for oid, t, in self.ages.items() if oid in self.objects}
         pending_commits = {c.id for c, _ in self._pending_commits}
@@ -493,10 +552,11 @@ class Packs:
         assert not isinstance(decoded, int)
         start, header = decoded
         with self.lock:
-            self._add_pack(key, start, header)
+            self._add_pack(key, start, header, data[:start])
         for oid, frame, _ in objects:
             if frame is not None:
                 self.cache.put(oid, frame)
+        self._maybe_write_index()
 
     # -- writes ----------------------------------------------------------------------------
 
