@@ -28,9 +28,9 @@ import orjson
 from snapvc.encoding.jsonable import to_jsonable
 from snapvc.errors import ObjectNotFoundError, SnapvcError
 from snapvc.ids import ObjectId
-from snapvc.maintenance.graph import Edge, Progress, batches, no_progress, read_batch, read_children
+from snapvc.maintenance.graph import Edge, Progress, batches, no_progress, read_batch, read_children, read_frames, with_bases
 from snapvc.objects import COMMIT, Commit, split_object
-from snapvc.store.codec import frame_base, open_object_store
+from snapvc.store.codec import open_object_store
 
 if TYPE_CHECKING:
     from snapvc.repository import Repository
@@ -116,13 +116,11 @@ class _Graph:
         self.commits: dict[ObjectId, Commit] = {}
         self.present: set[ObjectId] = set()
         self.bad: dict[ObjectId, tuple[str, str]] = {}  # id -> (kind, message)
-        self.referrers: dict[ObjectId, ObjectId] = {}  # a missing id -> one object naming it
         self.bases: dict[ObjectId, ObjectId] = {}  # delta frame -> its base
 
     def note_missing(self, child: ObjectId, parent: ObjectId, what: str) -> None:
         if child not in self.present and child not in self.bad:
             self.bad[child] = ("missing", f"{what}, named by {parent}, is not stored")
-            self.referrers[child] = parent
 
 
 def _read_all(repo: Repository, progress: Progress) -> _Graph:
@@ -134,13 +132,7 @@ def _read_all(repo: Repository, progress: Progress) -> _Graph:
     index_ids = repo.commits.ids()
     graph.present.update(index_ids)
     for batch in progress(batches(ids), -(-len(ids) // 500), "checking objects"):
-        for oid, frame in raw.get_many(batch).items():
-            try:
-                base = frame_base(oid, frame)
-            except SnapvcError:
-                continue  # the read below names the damage
-            if base is not None:
-                graph.bases[oid] = base
+        graph.bases.update(read_frames(raw, batch)[1])
         found, errors = read_batch(store, batch)
         for oid, exc in errors.items():
             if isinstance(exc, ObjectNotFoundError):
@@ -271,12 +263,7 @@ def fsck(repo: Repository, progress: Progress = no_progress) -> FsckReport:
         if kind == "missing" and oid not in reached:
             continue
         problems.append(Problem(kind, oid, message, tuple(reaching.get(oid, ())), tuple(paths.get(oid, ()))))
-    needed = set()
-    for oid in reached:
-        base = graph.bases.get(oid)
-        while base is not None and base not in needed:
-            needed.add(base)
-            base = graph.bases.get(base)
+    needed = with_bases(reached, graph.bases)  # old nodes kept as delta bases are not dangling
     dangling_objects = tuple(oid for oid in graph.edges if oid not in reached and oid not in graph.commits
                              and oid not in needed)
     dangling_commits = tuple(oid for oid in graph.commits if oid not in reached)

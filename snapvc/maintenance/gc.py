@@ -53,12 +53,14 @@ from snapvc.maintenance.graph import (
     read_batch,
     read_children,
     read_commit,
+    read_frames,
     ref_roots,
     reflog_roots,
+    with_bases,
 )
 from snapvc.objects import Commit
 from snapvc.refs.names import HEADS
-from snapvc.store.codec import frame_base, open_object_store
+from snapvc.store.codec import open_object_store
 
 if TYPE_CHECKING:
     from snapvc.repository import Repository
@@ -351,28 +353,11 @@ def _frames(repo: Repository, ids: list[ObjectId], progress: Progress) -> tuple[
     """Stored size of each object and the base of each delta frame, from the raw frames."""
     sizes: dict[ObjectId, int] = {}
     bases: dict[ObjectId, ObjectId] = {}
-    raw = repo.backend.objects
     for batch in progress(batches(ids), -(-len(ids) // 500), "reading frames"):
-        for oid, frame in raw.get_many(batch).items():
-            sizes[oid] = len(frame)
-            try:
-                base = frame_base(oid, frame)
-            except SnapvcError:
-                base = None  # a damaged header: the object is unreadable anyway, and fsck names it
-            if base is not None:
-                bases[oid] = base
+        got_sizes, got_bases = read_frames(repo.backend.objects, batch)
+        sizes.update(got_sizes)
+        bases.update(got_bases)
     return sizes, bases
-
-
-def _with_bases(kept: Iterable[ObjectId], bases: dict[ObjectId, ObjectId]) -> set[ObjectId]:
-    """``kept`` and, transitively, the delta bases their frames need."""
-    out = set(kept)
-    for oid in list(out):
-        base = bases.get(oid)
-        while base is not None and base not in out:
-            out.add(base)
-            base = bases.get(base)
-    return out
 
 
 def plan_gc(repo: Repository, *, grace: timedelta | float = DEFAULT_GRACE,
@@ -395,7 +380,7 @@ def plan_gc(repo: Repository, *, grace: timedelta | float = DEFAULT_GRACE,
     for batch in batches(unreachable):
         ages.update(repo.backend.objects.mtimes(batch))
     young = {oid for oid in unreachable if ages.get(oid, 0.0) >= now - grace_s}
-    keep = _with_bases(marker.objects | young, bases)
+    keep = with_bases(marker.objects | young, bases)
     garbage_objects = {oid: sizes.get(oid, 0) for oid in ids if oid not in keep}
     all_commits = repo.commits.ids()
     garbage_commits = {oid: len(c.encode()) for oid in all_commits if oid not in marker.commits
@@ -438,7 +423,7 @@ def sweep(repo: Repository, plan: GcPlan, progress: Progress = no_progress) -> t
             # Something the plan doomed is kept after all: keep its delta bases too.
             kept = (set(plan.garbage_objects) - set(doomed)) & set(ages)
             _, bases = _frames(repo, list(kept), no_progress)
-            doomed_set = set(doomed) - _with_bases(kept, bases)
+            doomed_set = set(doomed) - with_bases(kept, bases)
             doomed = [oid for oid in doomed if oid in doomed_set]
         doomed_commits = [oid for oid in plan.garbage_commits if oid not in marker.commits
                           and commit_ages.get(oid, 0.0) < plan.now - plan.grace_seconds]

@@ -15,9 +15,10 @@ from snapvc.encoding.nodes import children_of, decode_node
 from snapvc.errors import CorruptObjectError, ObjectNotFoundError, SnapvcError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, COMMIT, MAP, SEQ, TEXT, Commit, split_object
+from snapvc.store.codec import frame_base
 
 __all__ = ["Progress", "no_progress", "BATCH", "ref_roots", "reflog_roots", "read_children", "read_commit", "read_batch",
-           "batches", "Edge"]
+           "read_frames", "with_bases", "batches", "Edge"]
 
 T = TypeVar("T")
 # ``progress(items, total, description)`` yields ``items``, showing how far it got; the
@@ -129,3 +130,30 @@ def read_batch(store: Any, ids: list[ObjectId]) -> tuple[dict[ObjectId, bytes], 
             errors[oid] = ObjectNotFoundError(oid)
     return found, errors
 
+
+def read_frames(raw: Any, ids: list[ObjectId]) -> tuple[dict[ObjectId, int], dict[ObjectId, ObjectId]]:
+    """The stored size of each of ``ids`` and the base of each delta frame among them,
+    from a backend's raw frames (nothing is decompressed). A frame whose header is
+    damaged has no base here: reading it fails anyway, and fsck names it."""
+    sizes: dict[ObjectId, int] = {}
+    bases: dict[ObjectId, ObjectId] = {}
+    for oid, frame in raw.get_many(ids).items():
+        sizes[oid] = len(frame)
+        try:
+            base = frame_base(oid, frame)
+        except SnapvcError:
+            continue
+        if base is not None:
+            bases[oid] = base
+    return sizes, bases
+
+
+def with_bases(kept: Iterable[ObjectId], bases: dict[ObjectId, ObjectId]) -> set[ObjectId]:
+    """``kept`` and, transitively, the delta bases their frames need."""
+    out = set(kept)
+    for oid in list(out):
+        base = bases.get(oid)
+        while base is not None and base not in out:
+            out.add(base)
+            base = bases.get(base)
+    return out
