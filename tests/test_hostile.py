@@ -38,7 +38,8 @@ from snapvc.store.codec import CompressedStore, Dictionary, decode_frame, encode
 from snapvc.store.memory import MemoryObjectStore
 
 EXAMPLES = int(os.environ.get("SNAPVC_FUZZ_EXAMPLES", "1500"))
-FUZZ = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
+# A deadline far above what a decoder takes (microseconds) catches a hang, not a slow machine.
+FUZZ = settings(max_examples=EXAMPLES, derandomize=True, deadline=5000, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 OID = ObjectId(b"\x01" * 32)
 TRIED: dict[str, int] = {}  # fuzz inputs per target, printed at the end (-s)
@@ -211,7 +212,7 @@ def test_bad_ref_names_are_clear_errors(name: str) -> None:
     assert list(repo.branches()) == ["main"]
 
 
-def test_a_ref_name_of_10000_characters_works_or_is_refused(tmp_path: Path) -> None:
+def test_a_ref_name_of_10000_characters_works(tmp_path: Path) -> None:
     with snapvc.open(tmp_path / "long.snapvc") as repo:
         repo.commit({"a": 1})
         name = "n" * 10_000
