@@ -163,16 +163,25 @@ class SqliteFile:
                 finally:
                     self._depth -= 1
                 return
-            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:  # locked by another writer past the busy timeout, and the like
+                raise RepositoryError(f"{str(self.path)!r}: cannot start a write: {exc}") from exc
             self._depth = 1
             try:
                 yield self.conn
-            except BaseException:
-                self._depth = 0
-                self.conn.execute("ROLLBACK")
+                self.conn.execute("COMMIT")
+            except BaseException as exc:
+                # SQLite has rolled back already after some errors (a full disk): then a
+                # ROLLBACK of ours would fail and hide the error that matters.
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise RepositoryError(f"{str(self.path)!r}: {exc}; the write was rolled back, the repository "
+                                          f"is as it was before it") from exc
                 raise
-            self._depth = 0
-            self.conn.execute("COMMIT")
+            finally:
+                self._depth = 0
         self._maybe_checkpoint()
 
     def _maybe_checkpoint(self) -> None:
