@@ -195,3 +195,23 @@ def test_a_write_fault_during_gc_deletes_nothing(tmp_path: Path) -> None:
     assert repo.gc(grace=0, reflog_expiry=0).removed_objects
     assert repo.checkout("main") == {"keep": "k" * 5000} and repo.fsck().ok
     repo.close()
+
+
+def test_a_full_sqlite_file_is_a_clear_error_and_the_repository_stays_usable(tmp_path: Path) -> None:
+    """SQLite's own "disk full" (a page limit): it rolls the transaction back itself, and
+    a second ROLLBACK used to raise "cannot rollback - no transaction is active" instead."""
+    path = tmp_path / "full.snapvc"
+    repo = snapvc.open(path)
+    repo.commit({"n": 0})
+    repo.backend.file.conn.execute("PRAGMA max_page_count = 40")
+    committed = 0
+    with pytest.raises(snapvc.RepositoryError, match="database or disk is full") as raised:
+        for n in range(1, 100):
+            repo.commit({"n": n, "doc": os.urandom(20_000).hex()})
+            committed = n
+    assert str(path) in str(raised.value) and "rolled back" in str(raised.value)
+    assert repo.checkout("main")["n"] == committed and repo.fsck().ok
+    repo.backend.file.conn.execute("PRAGMA max_page_count = 1000000")
+    repo.commit({"n": "after", "doc": "x" * 30_000})
+    assert repo.checkout("main")["n"] == "after" and repo.fsck().ok
+    repo.close()
