@@ -91,6 +91,13 @@ class S3Backend(Backend):
         assert self.client is not None
         write_meta(self.client, f"setting-{key}", value)
 
+    def repack(self) -> int:
+        """Merge the small packs (a pack per commit made straight to S3) into large ones,
+        so a new client's checkout reads a few packs rather than one per commit; returns
+        how many packs were merged (``snapvc.store.s3.Packs.repack``)."""
+        assert self.packs is not None
+        return self.packs.repack()
+
     @property
     def s3_stats(self) -> Any:
         """Requests and bytes this backend exchanged with the server (``S3Stats``)."""

@@ -301,3 +301,23 @@ def test_a_new_client_reads_one_consolidated_index_instead_of_every_pack_header(
         fresh.gc(grace=0, reflog_expiry=0)
     with snapvc.open(s3_url, create=False) as again:
         assert again.checkout("main") == state and len(list(again.log("main"))) == 20 and again.fsck().ok
+
+
+def test_repack_merges_small_packs_and_keeps_every_object(s3_url: str) -> None:
+    with snapvc.open(s3_url) as repo:
+        state: dict[str, object] = {"log": []}
+        for n in range(12):
+            state = {"log": [*state["log"], f"entry {n} " * 40], "n": n}  # type: ignore[misc]
+            repo.commit(state, message=f"commit {n}")
+        repo.backend.objects.put_many([(c.tree, b"") for c in list(repo.log("main"))[:1]])  # a touch entry too
+        ids = set(repo.backend.objects.iter_ids())
+        ages = repo.backend.objects.mtimes(ids)
+        assert repo.backend.repack() == 13
+        assert len(packs(repo)) == 1
+        assert set(repo.backend.objects.iter_ids()) == ids and repo.backend.objects.mtimes(ids) == ages
+    with snapvc.open(s3_url, create=False) as fresh:
+        before = fresh.backend.s3_stats.copy()
+        assert fresh.checkout("main") == state
+        # The rev's ref lookups and one pack, read whole with its header: not a read per pack.
+        assert (fresh.backend.s3_stats - before).requests["GET"] <= 8
+        assert len(list(fresh.log("main"))) == 12 and fresh.fsck().ok

@@ -25,7 +25,8 @@ Readers list ``packs/`` once, read each pack's header (one ranged GET; a small p
 comes whole and its frames are kept in the cache), and list again only when asked
 for an id they do not know. A client starting cold reads the newest consolidated index
 first (one GET for the headers of thousands of packs; a writer adds one every
-``INDEX_EVERY`` packs), then the headers of the packs newer than it. Objects are immutable and packs are written whole, so a
+``INDEX_EVERY`` packs), then the headers of the packs newer than it. ``repack`` merges
+small packs (a pack per commit, for a branch committed straight to S3) into large ones. Objects are immutable and packs are written whole, so a
 reader never sees half a pack. gc rewrites the packs that hold garbage without it and
 deletes the old ones (``delete_many``).
 
@@ -68,8 +69,12 @@ HEAD_BYTES = 64 << 10
 CACHE_BYTES = 64 << 20
 # Concurrent requests of one client (header reads, ranged reads of many packs).
 PARALLEL = 16
-# A consolidated index of every pack's header is written once this many packs are not in one.
-INDEX_EVERY = 256
+# A consolidated index of every pack's header is written once this many packs (or an
+# eighth of those it covers, if more) are not in one.
+INDEX_EVERY = 64
+# ``repack`` merges packs smaller than this into packs of up to REPACK_TARGET bytes.
+REPACK_SMALL = 1 << 20
+REPACK_TARGET = 64 << 20
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -471,7 +476,7 @@ class Packs:
         as one index object (and removes indexes older than the one before it), so a new
         client reads one object instead of thousands of pack headers."""
         with self.lock:
-            if not self.loaded or len(self.pack_ids) - self.indexed < INDEX_EVERY:
+            if not self.loaded or len(self.pack_ids) - self.indexed < max(INDEX_EVERY, self.indexed // 8):
                 return
             entries = sorted(self.heads.items())
             self.indexed = len(entries)
@@ -694,6 +699,56 @@ class Packs:
             self.client.put(new_key, encode_pack(kept_objects, kept_commits), create=True)
         self.client.delete([key])
 
+    def repack(self, small: int = REPACK_SMALL, target: int = REPACK_TARGET) -> int:
+        """Merge the packs smaller than ``small`` bytes into packs of up to ``target``
+        bytes, then delete them; returns how many packs were merged. A branch committed
+        straight to S3 has a pack per commit, and a new client's checkout reads a range of
+        each pack holding part of the state: after a repack, a few. The new packs are
+        written before the old ones go, so a reader finds every object throughout (one
+        reading an old pack meanwhile lists again)."""
+        chosen = sorted(key for key, size in self.client.list("packs/") if size < small and key.endswith(".pack"))
+        if len(chosen) < 2:
+            return 0
+        objects: dict[ObjectId, tuple[bytes | None, float]] = {}
+        commits: dict[ObjectId, tuple[bytes, float]] = {}
+        read: list[str] = []
+        for key, found in zip(chosen, self.client.pool.map(self.client.get, chosen), strict=True):
+            if found is None:
+                continue  # a gc rewrote it meanwhile
+            read.append(key)
+            decoded = decode_pack_header(key, found[0])
+            if isinstance(decoded, int):
+                raise RepositoryError(f"{self.client.where(key)}: truncated pack")
+            start, header = decoded
+            for raw, offset, length, mtime in header["objects"]:
+                oid = ObjectId(raw)
+                frame = None if length == TOUCH else found[0][start + offset : start + offset + length]
+                known = objects.get(oid)
+                if known is None:
+                    objects[oid] = (frame, mtime)
+                else:  # the first frame stays; the age is the latest
+                    objects[oid] = (known[0] if known[0] is not None else frame, max(known[1], mtime))
+            for data, mtime in header["commits"]:
+                data = bytes(data)
+                oid = ObjectId.of(data)
+                commits[oid] = (data, max(mtime, commits.get(oid, (data, mtime))[1]))
+        batch: list[tuple[ObjectId, bytes | None, float]] = []
+        size = 0
+        for oid, (frame, mtime) in objects.items():
+            batch.append((oid, frame, mtime))
+            size += len(frame) if frame is not None else 0
+            if size >= target:
+                self._put_pack(batch, [])
+                batch, size = [], 0
+        self._put_pack(batch, list(commits.values()))
+        self.client.delete(read)
+        self.refresh()
+        return len(read)
+
+    def _put_pack(self, objects: list[tuple[ObjectId, bytes | None, float]], commits: list[tuple[bytes, float]]) -> None:
+        key = f"packs/{int(self.clock() * 1000):013d}-{secrets.token_hex(6)}.pack"
+        self.client.put(key, encode_pack(objects, commits), create=True)
+
     def stored_bytes(self) -> int:
         return sum(e.length for e in self.objects.values())
 
@@ -776,6 +831,7 @@ class S3ObjectStore:
         while True:
             try:
                 self.client.put(f"dictionaries/{number}", data, create=True)
+                self._dictionaries[number] = bytes(data)
                 return number
             except PreconditionFailed:
                 number += 1
