@@ -18,15 +18,17 @@ exact JSON, with an index of what it saved and what it could not.
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
 from snapvc.encoding.jsonable import to_jsonable
-from snapvc.errors import ObjectNotFoundError, SnapvcError
+from snapvc.errors import CorruptObjectError, ObjectNotFoundError, SnapvcError
 from snapvc.ids import ObjectId
 from snapvc.maintenance.graph import Edge, Progress, batches, no_progress, read_batch, read_children, read_frames, with_bases
 from snapvc.objects import COMMIT, Commit, split_object
@@ -38,23 +40,27 @@ if TYPE_CHECKING:
 __all__ = ["Problem", "FsckReport", "SalvageResult", "fsck", "salvage", "no_progress"]
 
 _MAX_PATHS = 5  # per problem: enough to find it, not a flood
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class Problem:
     """One thing wrong: ``kind`` is ``"missing"`` (referred to, not stored), ``"corrupt"``
-    (stored, but does not verify or decode) or ``"bad-ref"`` (a ref or reflog entry
-    naming no commit); ``object_id`` what it is about; ``refs`` the refs (and reflogs)
-    from which it is reached; ``paths`` where, as ``ref commit: state path``."""
+    (stored, but does not verify or decode), ``"bad-ref"`` (a ref or reflog entry
+    naming no commit) or ``"storage"`` (the file itself is damaged: SQLite's integrity
+    check fails, or a table cannot be read); ``object_id`` what it is about (None for
+    storage); ``refs`` the refs (and reflogs) from which it is reached; ``paths`` where,
+    as ``ref commit: state path``."""
 
     kind: str
-    object_id: ObjectId
+    object_id: ObjectId | None
     message: str
     refs: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        text = f"{self.kind} {self.object_id}: {self.message}"
+        text = f"{self.kind} {self.object_id}: {self.message}" if self.object_id is not None else \
+            f"{self.kind}: {self.message}"
         if self.refs:
             text += f"\n  reached from {', '.join(self.refs)}"
         for path in self.paths:
@@ -62,7 +68,8 @@ class Problem:
         return text
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "object": self.object_id.hex, "message": self.message, "refs": list(self.refs),
+        return {"kind": self.kind, "object": self.object_id.hex if self.object_id is not None else None,
+                "message": self.message, "refs": list(self.refs),
                 "paths": list(self.paths)}
 
 
@@ -112,6 +119,7 @@ class _Graph:
     tree and parents; and what is wrong with each damaged id."""
 
     def __init__(self) -> None:
+        self.storage: list[str] = []  # what of the file itself could not be read
         self.edges: dict[ObjectId, list[Edge]] = {}
         self.commits: dict[ObjectId, Commit] = {}
         self.present: set[ObjectId] = set()
@@ -127,13 +135,16 @@ def _read_all(repo: Repository, progress: Progress) -> _Graph:
     graph = _Graph()
     raw = repo.backend.objects
     store = open_object_store(raw)
-    ids = list(raw.iter_ids())
+    ids = _storage_read(graph, "the list of objects", lambda: list(raw.iter_ids()), [])
     graph.present.update(ids)
-    index_ids = repo.commits.ids()
+    index_ids = _storage_read(graph, "the commit index", repo.commits.ids, [])
     graph.present.update(index_ids)
     for batch in progress(batches(ids), -(-len(ids) // 500), "checking objects"):
-        graph.bases.update(read_frames(raw, batch)[1])
-        found, errors = read_batch(store, batch)
+        try:
+            graph.bases.update(read_frames(raw, batch)[1])
+            found, errors = read_batch(store, batch)
+        except _STORAGE_ERRORS:  # a damaged page under some row of the batch: one by one
+            found, errors = _read_one_by_one(raw, store, batch, graph)
         for oid, exc in errors.items():
             if isinstance(exc, ObjectNotFoundError):
                 graph.present.discard(oid)  # listed, then deleted (a gc beside): whoever needs it says so
@@ -149,7 +160,11 @@ def _read_all(repo: Repository, progress: Progress) -> _Graph:
             except SnapvcError as exc:
                 graph.bad[oid] = ("corrupt", str(exc))
     for oid in progress(index_ids, len(index_ids), "checking commits"):
-        commit = repo.commits.get(oid)
+        try:
+            commit = repo.commits.get(oid)
+        except _STORAGE_ERRORS as exc:
+            graph.bad[oid] = ("corrupt", f"its commit index row cannot be read: {exc}")
+            continue
         if commit is None:
             continue
         if ObjectId.of(commit.encode()) != oid:
@@ -164,6 +179,47 @@ def _read_all(repo: Repository, progress: Progress) -> _Graph:
         for parent in commit.parents:
             graph.note_missing(parent, oid, "a parent commit")
     return graph
+
+
+_STORAGE_ERRORS = (sqlite3.Error,)
+
+
+def _storage_read(graph: _Graph, what: str, read: Callable[[], T], default: T) -> T:
+    """``read()``, or ``default`` with a storage problem noted if the file fails it."""
+    try:
+        return read()
+    except _STORAGE_ERRORS as exc:
+        graph.storage.append(f"{what} cannot be read: {exc}")
+        return default
+
+
+def _read_one_by_one(raw: Any, store: Any, batch: list[ObjectId],
+                     graph: _Graph) -> tuple[dict[ObjectId, bytes], dict[ObjectId, SnapvcError]]:
+    found: dict[ObjectId, bytes] = {}
+    errors: dict[ObjectId, SnapvcError] = {}
+    for oid in batch:
+        try:
+            graph.bases.update(read_frames(raw, [oid])[1])
+            got, failed = read_batch(store, [oid])
+        except _STORAGE_ERRORS as exc:
+            errors[oid] = CorruptObjectError(oid, f"its row cannot be read: {exc}")
+            continue
+        found.update(got)
+        errors.update(failed)
+    return found, errors
+
+
+def _integrity(repo: Repository) -> list[str]:
+    """SQLite's own check of the file (b-trees, pages, indexes), for the embedded store."""
+    file = getattr(repo.backend, "file", None)
+    if file is None:
+        return []
+    try:
+        with file.lock:
+            rows = [r[0] for r in file.conn.execute("PRAGMA integrity_check(20)")]
+    except _STORAGE_ERRORS as exc:
+        return [f"SQLite's integrity check of {str(file.path)!r} failed: {exc}"]
+    return [] if rows == ["ok"] else [f"SQLite's integrity check of {str(file.path)!r}: {row}" for row in rows]
 
 
 def _step(path: tuple[Any, ...]) -> str:
@@ -222,16 +278,16 @@ def fsck(repo: Repository, progress: Progress = no_progress) -> FsckReport:
     """Check everything (see the module docstring)."""
     started = time.perf_counter()
     graph = _read_all(repo, progress)
-    problems: list[Problem] = []
+    problems: list[Problem] = [Problem("storage", None, text) for text in _integrity(repo)]
     roots: dict[str, list[ObjectId]] = {}
-    refs = repo.refs.list("")
+    refs = _storage_read(graph, "the refs", lambda: repo.refs.list(""), {})
     for name, oid in refs.items():
         roots.setdefault(name, []).append(oid)
         if oid not in graph.present:
             problems.append(Problem("bad-ref", oid, f"ref {name} names commit {oid}, which is not stored", (name,)))
     reflog_entries = 0
-    for name in repo.refs.reflog_names():
-        for n, entry in enumerate(repo.refs.reflog(name)):
+    for name in _storage_read(graph, "the reflog", repo.refs.reflog_names, []):
+        for n, entry in enumerate(_storage_read(graph, f"the reflog of {name}", lambda: repo.refs.reflog(name), [])):
             reflog_entries += 1
             for oid in (entry.new, entry.old):
                 if oid is None:
@@ -257,6 +313,7 @@ def fsck(repo: Repository, progress: Progress = no_progress) -> FsckReport:
                 reaching.setdefault(oid, []).append(label)
                 known = paths.setdefault(oid, [])
                 known.extend(found[: _MAX_PATHS - len(known)])
+    problems += [Problem("storage", None, text) for text in graph.storage]
     for oid, (kind, message) in graph.bad.items():
         # A missing id named only by what nothing reaches is no loss: gc keeps old nodes
         # as delta bases of newer ones, without the children it deleted.
