@@ -79,6 +79,9 @@ class SyncFigures:
     s3_fsck_s: float
     cold_log: Transfer  # a new client on the repository committed straight to S3
     cold_checkout: Transfer
+    packs_merged: int
+    repack_s: float
+    repacked_checkout: Transfer  # a new client after the repack
     figures: StoreFigures  # the clone (a local file) after it was made
     checks: list[str] = field(default_factory=list)
 
@@ -152,6 +155,15 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> SyncF
             t0 = time.perf_counter()
             check(cold.checkout(BRANCH) == state, checks, "on S3, a new client: checkout equals the state in memory")
             cold_checkout = _transfer(cold, time.perf_counter() - t0, before, snapvc.TransferStats())
+            t0 = time.perf_counter()
+            merged = cold.backend.repack()  # type: ignore[attr-defined]
+            repack_s = time.perf_counter() - t0
+            cold.close()
+            cold = snapvc.open(f"s3://{bucket}/direct", create=False)
+            before = cold.backend.s3_stats.copy()  # type: ignore[attr-defined]
+            t0 = time.perf_counter()
+            check(cold.checkout(BRANCH) == state, checks, "on S3, after a repack: checkout equals the state in memory")
+            repacked_checkout = _transfer(cold, time.perf_counter() - t0, before, snapvc.TransferStats())
             cold.close()
 
             say("committing the same run locally, then pushing it")
@@ -206,7 +218,8 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> SyncF
         s3_bytes_per_commit=spent.bytes_sent / steps,
         local_commit_median_s=statistics.median(local_times[1:] or local_times),
         push=push, push_more=push_more, clone=cloned, s3_fsck_s=s3_fsck_s, cold_log=cold_log,
-        cold_checkout=cold_checkout, figures=figures, checks=checks,
+        cold_checkout=cold_checkout, packs_merged=merged, repack_s=repack_s, repacked_checkout=repacked_checkout,
+        figures=figures, checks=checks,
     )
 
 
@@ -230,6 +243,8 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
         ("fsck of the repository on S3", duration(f.s3_fsck_s)),
         (f"a new client: list(log) of the {f.cold_log.commits:,} commits on S3", _row(f.cold_log)),
         ("a new client: checkout of the latest state on S3", _row(f.cold_checkout)),
+        (f"repack: {f.packs_merged:,} packs merged into a few", duration(f.repack_s)),
+        ("a new client after the repack: checkout of the latest state", _row(f.repacked_checkout)),
         ("the clone on disk (after close)", size(f.figures.closed_bytes)),
         ("peak RSS (process)", size(results["snapvc"].maxrss_bytes)),
     ]

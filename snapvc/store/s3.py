@@ -366,6 +366,7 @@ class Packs:
         self.commit_ages: dict[ObjectId, float] = {}
         self.pack_ids: dict[str, list[ObjectId]] = {}  # pack key -> the ids (objects and commits) it holds
         self.heads: dict[str, bytes] = {}  # pack key -> its header's bytes (for the consolidated index)
+        self.pack_ends: dict[str, int] = {}  # pack key -> its size
         self.indexed = 0  # how many known packs the newest index this client read or wrote covers
         self.loaded = False
         self.cache = _FrameCache(cache_bytes)
@@ -427,10 +428,12 @@ class Packs:
         """Index pack ``key`` from its header (``head``: the header's bytes, kept for the
         consolidated index)."""
         ids: list[ObjectId] = []
+        end = start
         for raw, offset, length, mtime in header["objects"]:
             oid = ObjectId(raw)
             ids.append(oid)
             if length != TOUCH:
+                end = max(end, start + offset + length)
                 known = self.objects.get(oid)
                 if known is None or not known.pack or known.pack > key:
                     self.objects[oid] = _Entry(key, start + offset, length, mtime)
@@ -447,6 +450,7 @@ class Packs:
                     self.commit_ages[oid] = mtime
         self.pack_ids[key] = ids
         self.heads[key] = head
+        self.pack_ends[key] = end
 
     def _load_index(self, listed: dict[str, int]) -> None:
         """A cold start: read the newest consolidated index (the headers of many packs in
@@ -491,6 +495,7 @@ class Packs:
         """Forget everything read from packs (the pending pack stays)."""
         self.pack_ids.clear()
         self.heads.clear()
+        self.pack_ends.clear()
         self.indexed = 0
         self.objects = {oid: e for oid, e in self.objects.items() if not e.pack}
         self.ages = {oid: t for oid, t, in self.ages.items() if oid in self.objects}
@@ -648,9 +653,23 @@ class Packs:
         return out
 
     def _read_frames(self, item: tuple[str, list[tuple[ObjectId, _Entry]]]) -> tuple[dict[ObjectId, bytes], list[ObjectId]]:
+        """The frames ``wanted`` of pack ``key``: by range, or a small pack whole (a
+        checkout reads a tree level by level, and would come back for the next level),
+        keeping all its frames in the cache. Ids whose pack is gone are returned apart."""
         key, wanted = item
         try:
-            frames = self.client.get_ranges(key, [(e.offset, e.offset + e.length) for _, e in wanted])
+            if self.pack_ends.get(key, HEAD_BYTES + 1) <= HEAD_BYTES:
+                found = self.client.get(key)
+                if found is None:
+                    raise FileNotFoundError(key)
+                whole = found[0]
+                with self.lock:
+                    held = [(oid, e) for oid in self.pack_ids.get(key, ()) if (e := self.objects.get(oid)) and e.pack == key]
+                for oid, e in held:
+                    self.cache.put(oid, whole[e.offset : e.offset + e.length])
+                frames = [whole[e.offset : e.offset + e.length] for _, e in wanted]
+            else:
+                frames = self.client.get_ranges(key, [(e.offset, e.offset + e.length) for _, e in wanted])
         except FileNotFoundError:
             return {}, [oid for oid, _ in wanted]
         out = {}
