@@ -213,5 +213,10 @@ def test_bad_blocks_are_found_never_a_crash_and_never_silent(tmp_path: Path) -> 
                 found += 1
                 assert all(p.kind in ("storage", "corrupt", "missing", "bad-ref") for p in report.problems)
                 assert str(report.problems[0]) in str(report)  # the summary names it
+                for name, tip in repo.branches().items():  # reads: the right state, or snapvc's error
+                    try:
+                        assert repo.checkout(tip) == states[name]
+                    except snapvc.SnapvcError:
+                        pass
     print(f"bad blocks: {found} found and named, {clean} harmless (free space), of 30")
     assert found >= 10

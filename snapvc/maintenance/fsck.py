@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 
 from snapvc.encoding.jsonable import to_jsonable
-from snapvc.errors import CorruptObjectError, ObjectNotFoundError, SnapvcError
+from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError, SnapvcError
 from snapvc.ids import ObjectId
 from snapvc.maintenance.graph import Edge, Progress, batches, no_progress, read_batch, read_children, read_frames, with_bases
 from snapvc.objects import COMMIT, Commit, split_object
@@ -181,7 +181,9 @@ def _read_all(repo: Repository, progress: Progress) -> _Graph:
     return graph
 
 
-_STORAGE_ERRORS = (sqlite3.Error,)
+# What a damaged file raises: SQLite's own errors, or the store's error for a batch of
+# rows that cannot be read (a single row is a CorruptObjectError, handled as any).
+_STORAGE_ERRORS = (sqlite3.Error, RepositoryError)
 
 
 def _storage_read(graph: _Graph, what: str, read: Callable[[], T], default: T) -> T:
@@ -201,7 +203,10 @@ def _read_one_by_one(raw: Any, store: Any, batch: list[ObjectId],
         try:
             graph.bases.update(read_frames(raw, [oid])[1])
             got, failed = read_batch(store, [oid])
-        except _STORAGE_ERRORS as exc:
+        except CorruptObjectError as exc:
+            errors[oid] = exc
+            continue
+        except (*_STORAGE_ERRORS, SnapvcError) as exc:
             errors[oid] = CorruptObjectError(oid, f"its row cannot be read: {exc}")
             continue
         found.update(got)

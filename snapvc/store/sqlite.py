@@ -32,11 +32,13 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from snapvc.errors import (
+    CorruptObjectError,
     FormatVersionError,
     NotARepositoryError,
     ObjectNotFoundError,
     RepositoryError,
     RepositoryNotFoundError,
+    SnapvcError,
 )
 from snapvc.ids import ObjectId
 from snapvc.store.base import StoreSizes
@@ -304,19 +306,34 @@ class SqliteObjectStore:
         c = self.file.conn
         with self.file.lock:
             for batch in _chunks(ids):
-                if len(batch) == 1:
-                    row = c.execute("SELECT CAST(data AS BLOB) FROM objects WHERE id = ?", batch).fetchone()
-                    if row is not None:
-                        out[batch[0]] = row[0]
-                    continue
-                marks = ",".join("?" * len(batch))
-                for raw, data in c.execute(f"SELECT id, CAST(data AS BLOB) FROM objects WHERE id IN ({marks})", batch):
-                    out[ObjectId(raw)] = data
+                try:
+                    if len(batch) == 1:
+                        row = c.execute("SELECT CAST(data AS BLOB) FROM objects WHERE id = ?", batch).fetchone()
+                        if row is not None:
+                            out[batch[0]] = row[0]
+                        continue
+                    marks = ",".join("?" * len(batch))
+                    for raw, data in c.execute(f"SELECT id, CAST(data AS BLOB) FROM objects WHERE id IN ({marks})",
+                                               batch):
+                        out[ObjectId(raw)] = data
+                except sqlite3.DatabaseError as exc:
+                    raise self._unreadable(batch, exc) from None
         return out
+
+    def _unreadable(self, batch: list[ObjectId], exc: sqlite3.DatabaseError) -> SnapvcError:
+        """A damaged page of the file under the rows of ``batch`` (a bad block): the
+        object when there is one, else the file, so that fsck can look one by one."""
+        if len(batch) == 1:
+            return CorruptObjectError(batch[0], f"its row in {str(self.file.path)!r} cannot be read: {exc}")
+        return RepositoryError(f"{str(self.file.path)!r}: {len(batch)} objects cannot be read ({exc}); "
+                               f"run 'snapvc fsck'")
 
     def get(self, oid: ObjectId) -> bytes:
         with self.file.lock:
-            row = self.file.conn.execute("SELECT CAST(data AS BLOB) FROM objects WHERE id = ?", (oid,)).fetchone()
+            try:
+                row = self.file.conn.execute("SELECT CAST(data AS BLOB) FROM objects WHERE id = ?", (oid,)).fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise self._unreadable([oid], exc) from None
         if row is None:
             raise ObjectNotFoundError(oid)
         return row[0]
