@@ -337,7 +337,7 @@ def test_stored_type_names_are_never_imported_or_evaluated() -> None:
         watcher = _ImportWatcher()
         sys.meta_path.insert(0, watcher)
         try:
-            with pytest.raises(snapvc.SnapvcError):
+            with pytest.raises(snapvc.UnknownTypeError):
                 repo.loader.materialize(root_id)
         finally:
             sys.meta_path.remove(watcher)
