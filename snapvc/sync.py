@@ -273,8 +273,7 @@ def copy_history(src: Repository, dst: Repository, tips: Iterable[ObjectId], *,
     """Copy into ``dst`` every commit reachable from ``tips`` in ``src`` and every object
     they need that ``dst`` lacks (see the module docstring). Moves no ref."""
     stats = TransferStats()
-    _refresh(dst)
-    commits = missing_commits(src, dst, tips)
+    commits = missing_commits(src, dst, tips)  # (reads dst's commit index afresh: on S3, lists its packs)
     if not commits:
         return stats
     shared = _ship_dictionaries(src, dst, stats)

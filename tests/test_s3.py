@@ -143,7 +143,7 @@ def test_a_rewritten_ref_body_never_repeats_its_etag(s3_url: str) -> None:
 def test_the_reflog_spills_into_segments_and_reads_whole(s3_url: str) -> None:
     client = S3Client(S3Location.parse(s3_url))
     refs = S3RefStore(client, clock=TickingClock())
-    moves = REFLOG_TAIL * 2 + 7
+    moves = REFLOG_TAIL * 4 + 7
     current = None
     for n in range(1, moves + 1):
         assert refs.compare_and_swap(MAIN, current, oid(n), f"move {n}")
@@ -321,3 +321,24 @@ def test_repack_merges_small_packs_and_keeps_every_object(s3_url: str) -> None:
         # The rev's ref lookups and one pack, read whole with its header: not a read per pack.
         assert (fresh.backend.s3_stats - before).requests["GET"] <= 8
         assert len(list(fresh.log("main"))) == 12 and fresh.fsck().ok
+
+
+def test_moves_of_a_transaction_land_on_a_body_changed_by_no_move(s3_url: str) -> None:
+    client = S3Client(S3Location.parse(s3_url))
+    other = S3RefStore(client)
+    other.compare_and_swap(MAIN, None, oid(1), "create")
+    inside = S3RefStore(client, buffering=lambda: True)
+    assert inside.compare_and_swap(MAIN, oid(1), oid(2), "in the block")
+    assert inside.compare_and_swap(MAIN, oid(2), oid(3), "in the block again")
+    assert other.get(MAIN) == oid(1)  # nothing written before the block ends
+    assert other.expire_reflog(float("inf")) == 1  # the body changes; the ref does not move
+    inside.write_pending()
+    assert other.get(MAIN) == oid(3)
+    assert [(e.old, e.new, e.reason) for e in other.reflog(MAIN)] == [
+        (oid(2), oid(3), "in the block again"), (oid(1), oid(2), "in the block")]
+    assert inside.compare_and_swap(MAIN, oid(3), oid(4), "moved again")
+    other.compare_and_swap(MAIN, oid(3), oid(5), "a real move meanwhile")
+    with pytest.raises(RefConflictError):
+        inside.write_pending()
+    assert other.get(MAIN) == oid(5)
+    client.close()

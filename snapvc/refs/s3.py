@@ -44,7 +44,7 @@ from snapvc.store.s3 import PreconditionFailed, S3Client
 
 __all__ = ["S3RefStore", "REFLOG_TAIL"]
 
-REFLOG_TAIL = 64
+REFLOG_TAIL = 32
 _PREFIX = "refs/"
 _REFLOG = "reflog/"
 # A ref that keeps losing races to changes that are not moves (symbolic, reflog expiry)
@@ -98,14 +98,15 @@ class S3RefStore:
         self._buffering = buffering or (lambda: False)
         # Moves made inside a transaction, written when it ends: name -> (body read, body to write).
         self._pending: dict[str, tuple[_Body, _Body]] = {}
+        self._seen: dict[str, _Body] = {}  # the body of each ref this client last read or wrote
 
     # -- one body ----------------------------------------------------------------------------
 
     def _read(self, name: str) -> _Body:
         found = self.client.get(_key(name))
-        if found is None:
-            return _Body()
-        return _Body.decode(name, *found)
+        body = _Body() if found is None else _Body.decode(name, *found)
+        self._seen[name] = body
+        return body
 
     def _write(self, name: str, old: _Body, new: _Body) -> bool:
         """Write ``new`` over ``old`` if ``old`` is still there; False if it changed."""
@@ -114,11 +115,13 @@ class S3RefStore:
         self._spill_reflog(name, new)
         try:
             if old.etag is None:
-                self.client.put(_key(name), new.encode(), create=True)
+                new.etag = self.client.put(_key(name), new.encode(), create=True)
             else:
-                self.client.put(_key(name), new.encode(), if_match=old.etag)
+                new.etag = self.client.put(_key(name), new.encode(), if_match=old.etag)
         except PreconditionFailed:
+            self._seen.pop(name, None)
             return False
+        self._seen[name] = new
         return True
 
     def _spill_reflog(self, name: str, body: _Body) -> None:
@@ -158,8 +161,12 @@ class S3RefStore:
         new = _as_id(new, "new")
         if self._buffering():
             return self._buffered_swap(name, expected, new, reason)
-        for _ in range(_MAX_ROUNDS):
-            body = self._read(name)
+        for round_ in range(_MAX_ROUNDS):
+            # First try the body this client last read or wrote (a commit has just read the
+            # tip): a stale one only fails the conditional write, and the next round reads.
+            body = self._seen.get(name) if round_ == 0 else None
+            if body is None or body.target != expected:
+                body = self._read(name)
             if body.target != expected:
                 return False
             if expected == new:
@@ -176,7 +183,9 @@ class S3RefStore:
         written (conditionally on the body first read) when the transaction ends."""
         found = self._pending.get(name)
         if found is None:
-            read = self._read(name)
+            read = self._seen.get(name)  # a commit has just read the tip
+            if read is None or read.target != expected:
+                read = self._read(name)
             found = (read, _Body(read.generation, read.target, read.symbolic, list(read.reflog)))
         body = found[1]
         if body.target != expected:
@@ -195,10 +204,30 @@ class S3RefStore:
         ``RefConflictError`` names the first ref another writer moved meanwhile; the
         others are written."""
         pending, self._pending = self._pending, {}
-        lost = [(name, read) for name, (read, body) in pending.items() if not self._write(name, read, body)]
+        lost = [(name, read) for name, (read, body) in pending.items() if not self._write_moves(name, read, body)]
         if lost:
             name, read = lost[0]
             raise RefConflictError(name, read.target, self._read(name).target)
+
+    def _write_moves(self, name: str, read: _Body, body: _Body) -> bool:
+        """Write ``body`` (``read`` plus this transaction's moves) over ``read``. If the
+        body changed but the ref still points where the transaction found it (a change
+        that was no move, or a move away and back), the moves are applied to the body now
+        there; False if the ref moved."""
+        for _ in range(_MAX_ROUNDS):
+            if self._write(name, read, body):
+                return True
+            fresh = self._read(name)
+            if fresh.target != read.target:
+                return False
+            moves = [row for row in body.reflog if row[0] > read.generation]
+            rebased = _Body(fresh.generation, body.target, body.symbolic if body.target is None else None,
+                            list(fresh.reflog))
+            for row in moves:
+                rebased.generation += 1
+                rebased.reflog.append([rebased.generation, *row[1:]])
+            read, body = fresh, rebased
+        return False
 
     def discard_pending(self) -> None:
         """Forget the moves of a transaction that failed."""
