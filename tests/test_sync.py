@@ -295,3 +295,24 @@ def test_the_commands(tmp_path: Path) -> None:
     assert refused.exit_code != 0 and isinstance(refused.exception, PushRejectedError)
     forced = run("push", "--force", "--repo", str(here))
     assert forced.exit_code == 0 and "forced" in forced.output
+
+
+def test_the_commands_on_s3(tmp_path: Path, s3_url: str) -> None:
+    here = tmp_path / "here.snapvc"
+    with snapvc.open(here) as repo:
+        agent_run(repo, 4)
+    assert run("remote", "add", "cloud", s3_url, "--repo", str(here)).exit_code == 0
+    pushed = run("push", "cloud", "main", "--repo", str(here), "--json")
+    assert pushed.exit_code == 0 and json.loads(pushed.output)["sent"]["commits"] == 4
+    logged = run("log", "--oneline", "--repo", s3_url)  # a repository on S3 read in place
+    assert logged.exit_code == 0 and len(logged.output.splitlines()) == 4
+    cloned = run("clone", s3_url, str(tmp_path / "back.snapvc"), "--json")
+    assert cloned.exit_code == 0 and json.loads(cloned.output)["commits"] == 4
+
+
+def test_progress_hears_of_every_object_sent(local: snapvc.Repository) -> None:
+    agent_run(local, 10)
+    heard: list[tuple[int, int]] = []
+    result = local.push(snapvc.open("memory://"), "main", progress=lambda done, total: heard.append((done, total)))
+    assert heard[-1] == (result.transfer.objects, result.transfer.objects)
+    assert all(done <= total for done, total in heard) and [d for d, _ in heard] == sorted(d for d, _ in heard)

@@ -110,6 +110,11 @@ class S3Stats:
         return f"{self.total_requests} requests ({kinds}); {self.bytes_sent:,} bytes sent, {self.bytes_received:,} received"
 
 
+def _reason(exc: BaseException) -> str:
+    """An obstore error's message without its debug dump."""
+    return str(exc).split("\n\nDebug source", 1)[0].strip()
+
+
 class PreconditionFailed(Exception):
     """A conditional PUT lost: the key exists (create) or changed (If-Match)."""
 
@@ -181,7 +186,7 @@ class S3Client:
             self._count("GET")
             return None
         except Exception as exc:
-            raise RepositoryError(f"reading {self.where(key)} failed: {exc}") from None
+            raise RepositoryError(f"reading {self.where(key)} failed: {_reason(exc)}") from None
         self._count("GET", received=len(data))
         return data, result.meta["e_tag"] or ""
 
@@ -195,7 +200,7 @@ class S3Client:
             self._count("GET")
             raise
         except Exception as exc:
-            raise RepositoryError(f"reading bytes {start}-{end} of {self.where(key)} failed: {exc}") from None
+            raise RepositoryError(f"reading bytes {start}-{end} of {self.where(key)} failed: {_reason(exc)}") from None
         self._count("GET", received=len(data))
         return data
 
@@ -212,7 +217,7 @@ class S3Client:
             self._count("GET")
             raise
         except Exception as exc:
-            raise RepositoryError(f"reading {len(ranges)} ranges of {self.where(key)} failed: {exc}") from None
+            raise RepositoryError(f"reading {len(ranges)} ranges of {self.where(key)} failed: {_reason(exc)}") from None
         self._count("GET", received=sum(map(len, found)))
         return found
 
@@ -230,7 +235,7 @@ class S3Client:
             self._count("PUT", sent=len(data))
             raise PreconditionFailed(key) from None
         except Exception as exc:
-            raise RepositoryError(f"writing {self.where(key)} failed: {exc}") from None
+            raise RepositoryError(f"writing {self.where(key)} failed: {_reason(exc)}") from None
         self._count("PUT", sent=len(data))
         return result["e_tag"] or ""
 
@@ -244,7 +249,7 @@ class S3Client:
                 self._count("LIST")
                 out.extend((meta["path"], meta["size"]) for meta in page)
         except Exception as exc:
-            raise RepositoryError(f"listing {self.where(prefix)} failed: {exc}") from None
+            raise RepositoryError(f"listing {self.where(prefix)} failed: {_reason(exc)}") from None
         if not out:
             self._count("LIST")
         out.sort()
@@ -260,7 +265,7 @@ class S3Client:
             except FileNotFoundError:
                 pass
             except Exception as exc:
-                raise RepositoryError(f"deleting {self.where(batch[0])} and others failed: {exc}") from None
+                raise RepositoryError(f"deleting {self.where(batch[0])} and others failed: {_reason(exc)}") from None
             self._count("DELETE")
 
     def close(self) -> None:
