@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from snapvc.backend import Backend
 from snapvc.refs.s3 import S3RefStore
@@ -31,6 +30,7 @@ from snapvc.store.s3 import (
     S3CommitIndex,
     S3Location,
     S3ObjectStore,
+    S3Stats,
     check_or_create_marker,
     read_meta,
     write_meta,
@@ -99,7 +99,7 @@ class S3Backend(Backend):
         return self.packs.repack()
 
     @property
-    def s3_stats(self) -> Any:
+    def s3_stats(self) -> S3Stats:
         """Requests and bytes this backend exchanged with the server (``S3Stats``)."""
         assert self.client is not None
         return self.client.stats

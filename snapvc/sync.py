@@ -91,13 +91,6 @@ class TransferStats:
     reframed: int = 0
     dictionaries: int = 0
 
-    def add(self, other: TransferStats) -> None:
-        self.commits += other.commits
-        self.objects += other.objects
-        self.bytes += other.bytes
-        self.reframed += other.reframed
-        self.dictionaries += other.dictionaries
-
     def __str__(self) -> str:
         return f"{self.commits} commits, {self.objects} objects, {self.bytes:,} bytes"
 

@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 
 import msgpack
 
-from snapvc.errors import ObjectNotFoundError, RepositoryError, RepositoryNotFoundError
+from snapvc.errors import FormatVersionError, ObjectNotFoundError, RepositoryError, RepositoryNotFoundError
 from snapvc.ids import ObjectId
 from snapvc.objects import COMMIT, Commit, split_object
 from snapvc.store.base import StoreSizes
@@ -138,10 +138,6 @@ class S3Location:
     @property
     def url(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
-
-    def options(self) -> dict[str, str]:
-        """What ``snapvc.open`` needs besides the URL to reach the same place."""
-        return {k: v for k, v in (("endpoint", self.endpoint), ("region", self.region)) if v}
 
 
 class S3Client:
@@ -935,8 +931,6 @@ FORMAT_VERSION = 1
 def check_or_create_marker(client: S3Client, *, create: bool) -> None:
     """The repository marker at the prefix: read it (refusing a newer format), or write it
     when the location is empty and ``create``."""
-    from snapvc.errors import FormatVersionError
-
     found = client.get(REPOSITORY_MARKER)
     if found is None:
         if not create:
