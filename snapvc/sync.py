@@ -74,16 +74,18 @@ class Remote:
     location: str
     options: Mapping[str, str] = field(default_factory=dict)
 
-    def open(self) -> Repository:
+    def open(self, *, create: bool = False) -> Repository:
+        """The repository at this remote's location (``create``: made if missing)."""
         from snapvc.repository import open as open_repository
 
-        return open_repository(self.location, **dict(self.options))
+        return open_repository(self.location, create=create, **dict(self.options))
 
 
 @dataclass
 class TransferStats:
-    """What one sync sent: commits, objects and their stored bytes (frames as sent),
-    objects re-framed for the destination's dictionaries, dictionaries shipped."""
+    """What one sync sent: commits, objects and their bytes as stored at the source (the
+    frames sent, and the commits), objects re-framed for the destination's
+    dictionaries, dictionaries shipped."""
 
     commits: int = 0
     objects: int = 0
@@ -183,9 +185,10 @@ def remove_remote(repo: Repository, name: str) -> None:
 
 class _Opened:
     """The other side of a sync: a Repository given, or opened from a remote or location
-    (and closed again)."""
+    (and closed again); ``create``: a push creates a repository that is not there yet."""
 
-    def __init__(self, repo: Repository, other: Repository | str, options: Mapping[str, Any]) -> None:
+    def __init__(self, repo: Repository, other: Repository | str, options: Mapping[str, Any], *,
+                 create: bool = False) -> None:
         from snapvc.repository import Repository, open as open_repository
 
         self.name: str | None = None
@@ -197,10 +200,10 @@ class _Opened:
         named = remotes(repo).get(str(other))
         if named is not None:
             self.name = named.name
-            self.repo = named.open()
+            self.repo = named.open(create=create)
             self.label = named.name
         else:
-            self.repo = open_repository(str(other), create=False, **options)
+            self.repo = open_repository(str(other), create=create, **options)
             self.label = str(other)
         self.owned = True
 
@@ -348,8 +351,9 @@ def _contains(repo: Repository, tip: ObjectId, old: ObjectId) -> bool:
 
 def push(repo: Repository, remote: Repository | str, branch: str | None = None, *, remote_branch: str | None = None,
          force: bool = False, progress: Progress = _no_progress, **options: Any) -> PushResult:
-    """Send ``branch`` (default: HEAD's) to ``remote`` (a remote's name, a location, or a
-    ``Repository``) as ``remote_branch`` (default: the same name). Refused with
+    """Send ``branch`` (default: HEAD's) to ``remote`` (a remote's name, a location —
+    created if missing — or a ``Repository``) as ``remote_branch`` (default: the same
+    name). Refused with
     ``PushRejectedError`` when the remote branch holds commits this one does not
     contain, unless ``force``. ``options`` open a location given directly (``endpoint=``)."""
     ref = repo._branch_ref(branch)
@@ -357,7 +361,7 @@ def push(repo: Repository, remote: Repository | str, branch: str | None = None, 
     tip = repo.refs.get(ref)
     if tip is None:
         raise RefNotFoundError(ref) from ValueError(f"cannot push {name!r}: no such branch here")
-    other = _Opened(repo, remote, options)
+    other = _Opened(repo, remote, options, create=True)
     try:
         dst = other.repo
         target = branch_ref(remote_branch or name)

@@ -316,3 +316,13 @@ def test_progress_hears_of_every_object_sent(local: snapvc.Repository) -> None:
     result = local.push(snapvc.open("memory://"), "main", progress=lambda done, total: heard.append((done, total)))
     assert heard[-1] == (result.transfer.objects, result.transfer.objects)
     assert all(done <= total for done, total in heard) and [d for d, _ in heard] == sorted(d for d, _ in heard)
+
+
+def test_a_push_creates_the_remote_a_fetch_does_not(local: snapvc.Repository, tmp_path: Path) -> None:
+    agent_run(local, 2)
+    with pytest.raises(snapvc.RepositoryNotFoundError):
+        local.fetch(str(tmp_path / "nowhere.snapvc"))
+    assert not (tmp_path / "nowhere.snapvc").exists()
+    local.push(str(tmp_path / "new.snapvc"), "main")
+    with snapvc.open(tmp_path / "new.snapvc", create=False) as created:
+        assert created.resolve("main") == local.resolve("main")
