@@ -17,6 +17,7 @@ never a ref to something missing.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from snapvc.backend import Backend
 from snapvc.refs.s3 import S3RefStore
 from snapvc.store.s3 import (
+    DiskCache,
     Packs,
     S3Client,
     S3CommitIndex,
@@ -108,14 +110,18 @@ class S3Backend(Backend):
         super().close()
         if self.client is not None:
             self.client.close()
+        if self.packs is not None and self.packs.cache.disk is not None:
+            self.packs.cache.disk.close()
 
 
 def open_s3_backend(url: str, *, create: bool = True, durability: str = "normal",
                     clock: Callable[[], float] | None = None, endpoint: str | None = None,
-                    region: str | None = None) -> S3Backend:
+                    region: str | None = None, cache_dir: str | os.PathLike[str] | None = None) -> S3Backend:
     """The repository at ``s3://bucket/prefix``: ``endpoint`` (e.g. ``http://127.0.0.1:8333``
     for a local server; default ``AWS_ENDPOINT_URL`` or AWS) and ``region`` (default
     ``AWS_REGION``). Created (a marker object under the prefix) unless ``create`` is False.
+    ``cache_dir``: a folder where pack headers and frames read or written are kept on
+    local disk (``snapvc.store.s3.DiskCache``), for later processes on the machine.
     ``durability`` is accepted for symmetry: a PUT that returned is durable on the server."""
     if durability not in DURABILITY_MODES:
         raise ValueError(f"durability must be one of {sorted(DURABILITY_MODES)}, got {durability!r}")
@@ -127,7 +133,8 @@ def open_s3_backend(url: str, *, create: bool = True, durability: str = "normal"
         client.close()
         raise
     tick = clock or time.time
-    packs = Packs(client, tick)
+    disk = DiskCache(cache_dir, location.url) if cache_dir is not None else None
+    packs = Packs(client, tick, disk=disk)
     backend = S3Backend(location.url, S3ObjectStore(packs), S3RefStore(client, tick, before_write=packs.flush, buffering=packs.in_transaction),
                         S3CommitIndex(packs), client=client, packs=packs)
     backend._durability = durability

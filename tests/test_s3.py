@@ -342,3 +342,31 @@ def test_moves_of_a_transaction_land_on_a_body_changed_by_no_move(s3_url: str) -
         inside.write_pending()
     assert other.get(MAIN) == oid(5)
     client.close()
+
+
+def test_a_cache_folder_serves_the_next_process(s3_url: str, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    with snapvc.open(s3_url, cache_dir=cache) as repo:
+        state: dict[str, object] = {"log": []}
+        for n in range(10):
+            state = {"log": [*state["log"], f"entry {n} " * 40], "n": n}  # type: ignore[misc]
+            repo.commit(state, message=f"commit {n}")
+    def pack_reads(repo: snapvc.Repository) -> list[str]:
+        """Record the keys of packs and indexes this client reads from the server."""
+        client, read = repo.backend.client, []
+        for method in ("get", "get_range", "get_ranges"):
+            def reading(key: str, *args: object, _inner: object = getattr(client, method)) -> object:
+                if key.startswith(("packs/", "index/")):
+                    read.append(key)
+                return _inner(key, *args)  # type: ignore[operator]
+            setattr(client, method, reading)
+        return read
+
+    with snapvc.open(s3_url, create=False, cache_dir=cache) as warm:
+        read = pack_reads(warm)
+        assert warm.checkout("main") == state and len(list(warm.log("main"))) == 10
+        assert read == []  # headers and frames came from the disk; only refs from the server
+    with snapvc.open(s3_url, create=False) as cold:
+        read = pack_reads(cold)
+        assert cold.checkout("main") == state
+        assert len(read) >= 10

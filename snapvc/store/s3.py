@@ -23,7 +23,8 @@ no frame: it refreshes the age of an object stored in an earlier pack (invariant
 
 Readers list ``packs/`` once, read each pack's header (one ranged GET; a small pack
 comes whole and its frames are kept in the cache), and list again only when asked
-for an id they do not know. A client starting cold reads the newest consolidated index
+for an id they do not know. With a cache folder (``DiskCache``), headers and frames are
+kept on local disk too, for the next process on the machine. A client starting cold reads the newest consolidated index
 first (one GET for the headers of thousands of packs; a writer adds one every
 ``INDEX_EVERY`` packs), then the headers of the packs newer than it. ``repack`` merges
 small packs (a pack per commit, for a branch committed straight to S3) into large ones. Objects are immutable and packs are written whole, so a
@@ -38,9 +39,11 @@ before its ref moved leaves an unreferenced pack, which gc removes after its gra
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
+import sqlite3
 import struct
 import threading
 import time
@@ -48,6 +51,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -58,15 +62,17 @@ from snapvc.ids import ObjectId
 from snapvc.objects import COMMIT, Commit, split_object
 from snapvc.store.base import StoreSizes
 
-__all__ = ["S3Location", "S3Client", "S3Stats", "Packs", "S3ObjectStore", "S3CommitIndex", "parse_s3_url"]
+__all__ = ["S3Location", "S3Client", "S3Stats", "Packs", "DiskCache", "S3ObjectStore", "S3CommitIndex", "parse_s3_url"]
 
 MAGIC = b"SNVPACK1"
 PACK_FORMAT = 1
 TOUCH = 0xFFFFFFFF
 # The first ranged read of a pack: its header, and the whole pack when it is this small.
 HEAD_BYTES = 64 << 10
-# Frames kept in memory (hot objects, own writes, small packs read whole).
+# Frames kept in memory (hot objects, own writes, small packs read whole), and on disk
+# when a cache folder is given.
 CACHE_BYTES = 64 << 20
+DISK_CACHE_BYTES = 1 << 30
 # Concurrent requests of one client (header reads, ranged reads of many packs).
 PARALLEL = 16
 # A consolidated index of every pack's header is written once this many packs (or an
@@ -314,23 +320,99 @@ def decode_pack_header(key: str, head: bytes) -> tuple[int, dict[str, Any]] | in
     return start, header
 
 
-class _FrameCache:
-    """A byte-bounded LRU of frames by id."""
+class DiskCache:
+    """Frames and pack headers of one repository kept in a local SQLite file, shared by
+    the processes of a machine and kept across restarts (``snapvc.open(..., cache_dir=)``).
 
-    def __init__(self, limit: int) -> None:
+    Both are immutable (a frame is named by its object's id, a header by its pack's
+    unique key), so nothing here is ever stale; a frame is served only for an id the
+    index knows, and reads verify it as any. Past ``limit_bytes`` the oldest frames go."""
+
+    def __init__(self, folder: str | os.PathLike[str], location: str, limit_bytes: int = DISK_CACHE_BYTES) -> None:
+        folder = Path(folder).expanduser()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"{hashlib.sha256(location.encode()).hexdigest()[:24]}.cache"
+        self._limit = limit_bytes
+        self._lock = threading.Lock()
+        self._written = 0
+        self._conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=OFF")  # a cache: losing it costs only reads
+        self._conn.execute("CREATE TABLE IF NOT EXISTS frames (id BLOB PRIMARY KEY, data BLOB NOT NULL)")
+        self._conn.execute("CREATE TABLE IF NOT EXISTS heads (pack TEXT PRIMARY KEY, head BLOB NOT NULL)")
+
+    def get(self, oid: bytes) -> bytes | None:
+        with self._lock:
+            row = self._conn.execute("SELECT data FROM frames WHERE id = ?", (bytes(oid),)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def put_many(self, items: list[tuple[bytes, bytes]]) -> None:
+        if not items:
+            return
+        with self._lock:
+            self._conn.execute("BEGIN")
+            self._conn.executemany("INSERT OR IGNORE INTO frames (id, data) VALUES (?, ?)",
+                                   [(bytes(oid), frame) for oid, frame in items])
+            self._conn.execute("COMMIT")
+            self._written += sum(len(frame) for _, frame in items)
+            if self._written > self._limit // 16:
+                self._written = 0
+                self._evict()
+
+    def _evict(self) -> None:
+        (total,) = self._conn.execute("SELECT coalesce(sum(length(data)), 0) FROM frames").fetchone()
+        if total > self._limit:
+            (count,) = self._conn.execute("SELECT count(*) FROM frames").fetchone()
+            doomed = max(1, int(count * (total - self._limit * 3 // 4) / total))
+            self._conn.execute("DELETE FROM frames WHERE rowid IN (SELECT rowid FROM frames ORDER BY rowid LIMIT ?)",
+                               (doomed,))
+
+    def head(self, pack: str) -> bytes | None:
+        with self._lock:
+            row = self._conn.execute("SELECT head FROM heads WHERE pack = ?", (pack,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def put_head(self, pack: str, head: bytes) -> None:
+        with self._lock:
+            self._conn.execute("INSERT OR IGNORE INTO heads (pack, head) VALUES (?, ?)", (pack, head))
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class _FrameCache:
+    """A byte-bounded LRU of frames by id in memory, over a ``DiskCache`` if given."""
+
+    def __init__(self, limit: int, disk: DiskCache | None = None) -> None:
         self._data: OrderedDict[bytes, bytes] = OrderedDict()
         self._size = 0
         self._limit = limit
         self._lock = threading.Lock()
+        self.disk = disk
 
     def get(self, oid: bytes) -> bytes | None:
         with self._lock:
             found = self._data.get(oid)
             if found is not None:
                 self._data.move_to_end(oid)
-            return found
+                return found
+        if self.disk is not None:
+            found = self.disk.get(oid)
+            if found is not None:
+                self._remember(oid, found)
+        return found
 
     def put(self, oid: bytes, frame: bytes) -> None:
+        self.put_many([(oid, frame)])
+
+    def put_many(self, items: list[tuple[bytes, bytes]]) -> None:
+        for oid, frame in items:
+            self._remember(oid, frame)
+        if self.disk is not None:
+            self.disk.put_many(items)
+
+    def _remember(self, oid: bytes, frame: bytes) -> None:
         if len(frame) > self._limit // 16:
             return
         with self._lock:
@@ -357,7 +439,8 @@ class Packs:
     ``S3ObjectStore`` and ``S3CommitIndex`` are two faces of one ``Packs``: a commit and
     its objects go up in the same pack."""
 
-    def __init__(self, client: S3Client, clock: Callable[[], float] = time.time, cache_bytes: int = CACHE_BYTES) -> None:
+    def __init__(self, client: S3Client, clock: Callable[[], float] = time.time, cache_bytes: int = CACHE_BYTES,
+                 disk: DiskCache | None = None) -> None:
         self.client = client
         self.clock = clock
         self.lock = threading.RLock()
@@ -370,7 +453,7 @@ class Packs:
         self.pack_ends: dict[str, int] = {}  # pack key -> its size
         self.indexed = 0  # how many known packs the newest index this client read or wrote covers
         self.loaded = False
-        self.cache = _FrameCache(cache_bytes)
+        self.cache = _FrameCache(cache_bytes, disk)
         # The pending pack: writes buffered in a transaction of the owning thread.
         self._depth = 0
         self._owner: int | None = None
@@ -409,6 +492,12 @@ class Packs:
             pass  # a client that may only read: the index stays a writer's to write
 
     def _read_header(self, key: str, size: int) -> tuple[int, dict[str, Any], bytes] | None:
+        disk = self.cache.disk
+        kept = disk.head(key) if disk is not None else None
+        if kept is not None:
+            decoded = decode_pack_header(key, kept)
+            if not isinstance(decoded, int):
+                return decoded[0], decoded[1], kept
         try:
             head = self.client.get_range(key, 0, min(size, HEAD_BYTES))
             decoded = decode_pack_header(key, head)
@@ -420,9 +509,10 @@ class Packs:
             return None  # deleted by a gc since the listing
         start, header = decoded
         if len(head) == size:  # the whole pack came: keep its frames
-            for raw, offset, length, _ in header["objects"]:
-                if length != TOUCH:
-                    self.cache.put(raw, head[start + offset : start + offset + length])
+            self.cache.put_many([(raw, head[start + offset : start + offset + length])
+                                 for raw, offset, length, _ in header["objects"] if length != TOUCH])
+        if disk is not None:
+            disk.put_head(key, head[:start])
         return start, header, head[:start]
 
     def _add_pack(self, key: str, start: int, header: dict[str, Any], head: bytes) -> None:
@@ -564,9 +654,9 @@ class Packs:
         start, header = decoded
         with self.lock:
             self._add_pack(key, start, header, data[:start])
-        for oid, frame, _ in objects:
-            if frame is not None:
-                self.cache.put(oid, frame)
+        self.cache.put_many([(oid, frame) for oid, frame, _ in objects if frame is not None])
+        if self.cache.disk is not None:
+            self.cache.disk.put_head(key, data[:start])
         self._maybe_write_index()
 
     # -- writes ----------------------------------------------------------------------------
@@ -666,17 +756,14 @@ class Packs:
                 whole = found[0]
                 with self.lock:
                     held = [(oid, e) for oid in self.pack_ids.get(key, ()) if (e := self.objects.get(oid)) and e.pack == key]
-                for oid, e in held:
-                    self.cache.put(oid, whole[e.offset : e.offset + e.length])
+                self.cache.put_many([(oid, whole[e.offset : e.offset + e.length]) for oid, e in held])
                 frames = [whole[e.offset : e.offset + e.length] for _, e in wanted]
             else:
                 frames = self.client.get_ranges(key, [(e.offset, e.offset + e.length) for _, e in wanted])
         except FileNotFoundError:
             return {}, [oid for oid, _ in wanted]
-        out = {}
-        for (oid, _), frame in zip(wanted, frames, strict=True):
-            out[oid] = frame
-            self.cache.put(oid, frame)
+        out = {oid: frame for (oid, _), frame in zip(wanted, frames, strict=True)}
+        self.cache.put_many(list(out.items()))
         return out, []
 
     # -- deletes (gc) ------------------------------------------------------------------------
