@@ -1069,7 +1069,7 @@ def open(location: str | os.PathLike[str] = "agent.snapvc", *, create: bool = Tr
          clock: Callable[[], float] | None = None, author: str | None = None, **options: Any) -> Repository:
     """Open (or create) a repository: a file path for the embedded default, ``"memory://"``,
     or ``"s3://bucket/prefix"`` on S3-compatible storage (``options``: ``endpoint=``,
-    ``region=``; credentials from the environment; see ``snapvc.backend_s3``).
+    ``region=``, ``cache_dir=``; credentials from the environment; see ``snapvc.backend_s3``).
 
     ``durability`` is ``"sync"``, ``"normal"`` (default) or ``"batch"`` (see
     ``snapvc.store.sqlite``). ``clock`` and ``author`` are injectable for reproducible runs.
