@@ -326,3 +326,18 @@ def test_a_push_creates_the_remote_a_fetch_does_not(local: snapvc.Repository, tm
     local.push(str(tmp_path / "new.snapvc"), "main")
     with snapvc.open(tmp_path / "new.snapvc", create=False) as created:
         assert created.resolve("main") == local.resolve("main")
+
+
+def test_s3_to_s3_clone_and_push(local: snapvc.Repository, s3_bucket: str) -> None:
+    first, second = f"s3://{s3_bucket}/sync-a-{id(local)}", f"s3://{s3_bucket}/sync-b-{id(local)}"
+    state = library_run(local, 12)
+    local.push(first, "main")
+    with snapvc.clone(first, second) as copy:
+        assert copy.checkout("main") == state
+        assert copy.backend.objects.dictionaries() == local.backend.objects.dictionaries()
+    state = agent_run(local, 3, start=12, state=state)
+    local.push(first, "main")
+    with snapvc.open(second, create=False) as copy:
+        pulled = copy.pull("origin", "main")  # origin is the first repository on S3
+        assert pulled.merge is not None and pulled.merge.fast_forward and pulled.fetch.transfer.commits == 3
+        assert copy.checkout("main") == state and copy.fsck().ok
