@@ -486,10 +486,7 @@ class Packs:
                 if found is not None:
                     self._add_pack(key, *found)
             self.loaded = True
-        try:
-            self._maybe_write_index()
-        except RepositoryError:
-            pass  # a client that may only read: the index stays a writer's to write
+        self._maybe_write_index()
 
     def _read_header(self, key: str, size: int) -> tuple[int, dict[str, Any], bytes] | None:
         disk = self.cache.disk
@@ -567,7 +564,7 @@ class Packs:
             return
 
     def _maybe_write_index(self) -> None:
-        """Every ``INDEX_EVERY`` packs, a writer that knows every pack writes their headers
+        """Every ``INDEX_EVERY`` packs, a client that knows every pack writes their headers
         as one index object (and removes indexes older than the one before it), so a new
         client reads one object instead of thousands of pack headers."""
         with self.lock:
@@ -577,10 +574,16 @@ class Packs:
             self.indexed = len(entries)
         data = msgpack.packb(entries, use_bin_type=True)
         key = f"index/{int(self.clock() * 1000):013d}-{secrets.token_hex(6)}.idx"
-        self.client.put(key, data, create=True)
-        older = [k for k, _ in self.client.list("index/") if k < key]
-        if len(older) > 1:
-            self.client.delete(older[:-1])
+        try:
+            self.client.put(key, data, create=True)
+            older = [k for k, _ in self.client.list("index/") if k < key]
+            if len(older) > 1:
+                self.client.delete(older[:-1])
+        except RepositoryError:
+            # Best effort: the index only saves reads (a client that may only read, a
+            # server that failed): the write that triggered it stands.
+            with self.lock:
+                self.indexed = 0
 
     def _reset(self) -> None:
         """Forget everything read from packs (the pending pack stays)."""
@@ -589,7 +592,7 @@ class Packs:
         self.pack_ends.clear()
         self.indexed = 0
         self.objects = {oid: e for oid, e in self.objects.items() if not e.pack}
-        self.ages = {oid: t for oid, t, in self.ages.items() if oid in self.objects}
+        self.ages = {oid: t for oid, t in self.ages.items() if oid in self.objects}
         pending_commits = {c.id for c, _ in self._pending_commits}
         self.commits = {oid: c for oid, c in self.commits.items() if oid in pending_commits}
         self.commit_ages = {oid: t for oid, t in self.commit_ages.items() if oid in pending_commits}
