@@ -581,9 +581,9 @@ class Packs:
                 self.client.delete(older[:-1])
         except RepositoryError:
             # Best effort: the index only saves reads (a client that may only read, a
-            # server that failed): the write that triggered it stands.
-            with self.lock:
-                self.indexed = 0
+            # server that failed): the write that triggered it stands, and this client
+            # tries again INDEX_EVERY packs later.
+            pass
 
     def _reset(self) -> None:
         """Forget everything read from packs (the pending pack stays)."""
