@@ -291,6 +291,11 @@ def copy_history(src: Repository, dst: Repository, tips: Iterable[ObjectId], *,
             if final:
                 for commit in commits:
                     dst.commits.add(commit)
+                # No ref reaches them until the sync moves one: give them an age, so a gc
+                # meanwhile keeps them for its grace period (as ``commit_tree`` does).
+                touch = getattr(dst.commits, "touch", None)
+                if touch is not None:
+                    touch([c.id for c in commits])
         pending, reframe, pending_bytes = [], {}, 0
 
     while level:

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import snapvc
+import snapvc.sync
 from snapvc.cli.main import cli
 from snapvc.errors import PushRejectedError, RefConflictError, RepositoryError
 from snapvc.store.codec import CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT
@@ -341,3 +342,12 @@ def test_s3_to_s3_clone_and_push(local: snapvc.Repository, s3_bucket: str) -> No
         pulled = copy.pull("origin", "main")  # origin is the first repository on S3
         assert pulled.merge is not None and pulled.merge.fast_forward and pulled.fetch.transfer.commits == 3
         assert copy.checkout("main") == state and copy.fsck().ok
+
+
+def test_commits_sent_are_young_until_a_ref_reaches_them(local: snapvc.Repository, tmp_path: Path) -> None:
+    agent_run(local, 3)
+    with snapvc.open(tmp_path / "dst.snapvc") as dst:
+        snapvc.sync.copy_history(local, dst, [local.resolve("main")])  # as a push does before its ref moves
+        report = dst.gc(dry_run=True)  # the default grace period: nothing young goes
+        assert not report.removed_commits and not report.removed_objects
+        assert dst.gc(dry_run=True, grace=0).removed_commits  # without a grace period they would
