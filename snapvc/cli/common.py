@@ -32,8 +32,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import snapvc
 
-__all__ = ["Output", "commit_json", "find_repo", "open_repo", "parse_assignments", "parse_time", "progress", "progress_bar",
-           "repo_command", "rev_completion", "state_path"]
+__all__ = ["Output", "commit_json", "find_repo", "open_repo", "parse_assignments", "parse_time", "pass_output", "progress",
+           "progress_bar", "repo_command", "rev_completion", "state_path", "value_at"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -56,8 +56,9 @@ def find_repo(start: Path) -> Path | None:
 
 
 def open_repo(path: str | None) -> snapvc.Repository:
-    """The repository at ``path`` (a file or ``memory://``), else the nearest one found
-    from the working directory; a usage error when there is none."""
+    """The repository at ``path`` (a file, ``memory://`` or ``s3://bucket/prefix``),
+    else the nearest one found from the working directory; a usage error when there is
+    none."""
     if path is None:
         found = find_repo(Path.cwd())
         if found is None:
@@ -71,8 +72,8 @@ def repo_command(fn: F) -> F:
     """Give a command the options every command has: ``--repo`` and ``--json``."""
     fn = click.option("--json", "as_json", is_flag=True, help="print one JSON document (machine-readable)")(fn)
     fn = click.option("--repo", "repo_path", metavar="PATH", envvar="SNAPVC_REPO",
-                      help="the repository file (default: $SNAPVC_REPO, else the nearest *.snapvc "
-                           "in this folder or above)")(fn)
+                      help="the repository: a file or s3://bucket/prefix (default: $SNAPVC_REPO, else the "
+                           "nearest *.snapvc in this folder or above)")(fn)
     return fn
 
 
