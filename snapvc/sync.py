@@ -14,10 +14,12 @@ Any two repositories sync, whatever their backends (embedded file, ``memory://``
    repository ships the dictionaries first, under the same numbers, so nothing needs
    re-framing.
 4. **Writes in order** (invariant 1): objects in batches of about ``BATCH_BYTES`` (on
-   S3 each batch is one pack), the commit rows with the last batch, and only then the
-   destination's ref, by compare-and-swap. A push that is not a fast-forward is refused
-   (``PushRejectedError``) unless forced; a ref that moved meanwhile raises
-   ``RefConflictError``. An interrupted sync leaves only unreferenced objects.
+   S3 each batch is one pack), the deepest level of the trees first, so an object the
+   destination holds never lacks what it refers to unless an ancestor is missing too;
+   the commit rows with the last batch, and only then the destination's ref, by
+   compare-and-swap. A push that is not a fast-forward is refused (``PushRejectedError``)
+   unless forced; a ref that moved meanwhile raises ``RefConflictError``. An interrupted
+   sync leaves only unreferenced objects, and the next one sends what it left out.
 
 A *remote* is a name for another repository's location, kept in the repository
 (``Repository.add_remote``). Syncing with a named remote keeps remote-tracking refs,
@@ -29,9 +31,10 @@ read them from the environment.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from snapvc.encoding.nodes import children_of, decode_node
 from snapvc.errors import (
@@ -276,18 +279,72 @@ def copy_history(src: Repository, dst: Repository, tips: Iterable[ObjectId], *,
     raw_src, raw_dst = src.backend.objects, dst.backend.objects
     seen: set[ObjectId] = set()
     level = list(dict.fromkeys(c.tree for c in commits))
-    pending: list[tuple[ObjectId, bytes]] = []  # frames to write as they are
-    reframe: dict[ObjectId, bytes] = {}  # canonical bytes to write through dst's compressor
-    pending_bytes = 0
+    # What travels, spooled level by level while the trees are walked from their roots:
+    # (id, offset, length, canonical) - a frame as stored, or canonical bytes to write
+    # through dst's compressor (a dictionary dst lacks).
+    levels: list[list[tuple[ObjectId, int, int, bool]]] = []
     done = 0
+    with tempfile.TemporaryFile() as spool:
+        while level:
+            spooled: list[tuple[ObjectId, int, int, bool]] = []
+            next_level: list[ObjectId] = []
+            for start in range(0, len(level), _LEVEL_BATCH):
+                batch = [oid for oid in level[start : start + _LEVEL_BATCH] if oid not in seen]
+                seen.update(batch)
+                present = raw_dst.has_many(batch)
+                wanted = [oid for oid in batch if oid not in present]
+                if not wanted:
+                    continue
+                frames = raw_src.get_many(wanted)
+                canonical = src.store.get_many(wanted)  # verified: nothing damaged travels
+                for oid in wanted:
+                    frame = frames.get(oid)
+                    data = canonical.get(oid)
+                    if frame is None or data is None:
+                        raise RepositoryError(f"{src.location!r} lacks object {oid}, which commits being sent need")
+                    reframed = bool(frame) and frame[0] == CODEC_ZSTD_DICT and frame_dictionary(oid, frame) not in shared
+                    payload = data if reframed else frame
+                    spooled.append((oid, spool.tell(), len(payload), reframed))
+                    spool.write(payload)
+                    stats.reframed += reframed
+                    stats.objects += 1
+                    stats.bytes += len(frame)
+                    if data[0] != BLOB:
+                        kind, node = decode_node(oid, data)
+                        next_level.extend(ObjectId(child) for child in children_of(kind, node))
+                    if not reframed and frame and frame[0] == CODEC_ZSTD_DELTA:
+                        base = frame_base(oid, frame)  # a delta's base travels too, unless dst has it
+                        if base is not None and base not in seen:
+                            next_level.append(base)
+                done += len(wanted)
+                progress(done, done + len(next_level))
+            levels.append(spooled)
+            level = [oid for oid in dict.fromkeys(next_level) if oid not in seen]
+        stats.commits = len(commits)
+        stats.bytes += sum(len(c.encode()) for c in commits)
+        _write_deepest_first(dst, levels, spool, commits)
+    progress(done, done)
+    return stats
+
+
+def _write_deepest_first(dst: Repository, levels: list[list[tuple[ObjectId, int, int, bool]]], spool: IO[bytes],
+                         commits: list[Commit]) -> None:
+    """Write the spooled objects in batches of about ``BATCH_BYTES``, the deepest level
+    first, and the commits with the last batch. An object the destination holds then
+    always has what it refers to (its children, a delta's base) or an ancestor still
+    missing, so the next sync, which skips what the destination holds, completes what
+    an interrupted one left out."""
+    frames: list[tuple[ObjectId, bytes]] = []
+    reframe: list[tuple[ObjectId, bytes]] = []
+    size = 0
 
     def write(final: bool) -> None:
-        nonlocal pending, reframe, pending_bytes
+        nonlocal frames, reframe, size
         with dst._write_lock, dst.backend.transaction():
-            if pending:
-                raw_dst.put_many(pending)
+            if frames:
+                dst.backend.objects.put_many(frames)
             if reframe:
-                dst.store.put_many(list(reframe.items()))
+                dst.store.put_many(reframe)
             if final:
                 for commit in commits:
                     dst.commits.add(commit)
@@ -296,52 +353,16 @@ def copy_history(src: Repository, dst: Repository, tips: Iterable[ObjectId], *,
                 touch = getattr(dst.commits, "touch", None)
                 if touch is not None:
                     touch([c.id for c in commits])
-        pending, reframe, pending_bytes = [], {}, 0
+        frames, reframe, size = [], [], 0
 
-    while level:
-        next_level: list[ObjectId] = []
-        for start in range(0, len(level), _LEVEL_BATCH):
-            batch = [oid for oid in level[start : start + _LEVEL_BATCH] if oid not in seen]
-            seen.update(batch)
-            present = raw_dst.has_many(batch)
-            wanted = [oid for oid in batch if oid not in present]
-            if not wanted:
-                continue
-            frames = raw_src.get_many(wanted)
-            canonical = src.store.get_many(wanted)  # verified: nothing damaged travels
-            bases: list[ObjectId] = []
-            for oid in wanted:
-                frame = frames.get(oid)
-                data = canonical.get(oid)
-                if frame is None or data is None:
-                    raise RepositoryError(f"{src.location!r} lacks object {oid}, which commits being sent need")
-                if frame and frame[0] == CODEC_ZSTD_DICT and frame_dictionary(oid, frame) not in shared:
-                    reframe[oid] = data
-                    stats.reframed += 1
-                else:
-                    pending.append((oid, frame))
-                    pending_bytes += len(frame)
-                    if frame and frame[0] == CODEC_ZSTD_DELTA:
-                        base = frame_base(oid, frame)
-                        if base is not None and base not in seen:
-                            bases.append(base)
-                stats.objects += 1
-                stats.bytes += len(frame)
-                if data[0] != BLOB:
-                    kind, node = decode_node(oid, data)
-                    next_level.extend(ObjectId(child) for child in children_of(kind, node))
-            # A delta's base travels too, unless the destination has it.
-            next_level.extend(bases)
-            done += len(wanted)
-            progress(done, done + len(next_level))
-            if pending_bytes >= BATCH_BYTES:
+    for spooled in reversed(levels):
+        for oid, offset, length, canonical in spooled:
+            spool.seek(offset)
+            (reframe if canonical else frames).append((oid, spool.read(length)))
+            size += length
+            if size >= BATCH_BYTES:
                 write(final=False)
-        level = [oid for oid in dict.fromkeys(next_level) if oid not in seen]
-    stats.commits = len(commits)
-    stats.bytes += sum(len(c.encode()) for c in commits)
     write(final=True)
-    progress(done, done)
-    return stats
 
 
 # -- push, fetch, pull, clone ---------------------------------------------------------------

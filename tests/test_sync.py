@@ -351,3 +351,28 @@ def test_commits_sent_are_young_until_a_ref_reaches_them(local: snapvc.Repositor
         report = dst.gc(dry_run=True)  # the default grace period: nothing young goes
         assert not report.removed_commits and not report.removed_objects
         assert dst.gc(dry_run=True, grace=0).removed_commits  # without a grace period they would
+
+
+def test_a_push_after_an_interrupted_one_sends_what_the_first_left_out(local: snapvc.Repository,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    state = library_run(local, 8)
+    remote = snapvc.open("memory://")
+    monkeypatch.setattr(snapvc.sync, "BATCH_BYTES", 1)  # a batch per level of the trees
+    put_many = remote.backend.objects.put_many
+    calls = 0
+
+    def failing(items: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise OSError("connection reset")
+        return put_many(items)
+
+    remote.backend.objects.put_many = failing  # type: ignore[method-assign]
+    with pytest.raises(OSError):
+        local.push(remote, "main")
+    assert remote.refs.get("refs/heads/main") is None
+    remote.backend.objects.put_many = put_many  # type: ignore[method-assign]
+    local.push(remote, "main")
+    assert remote.checkout("main") == state
+    assert remote.fsck().ok
