@@ -9,10 +9,10 @@ What a transaction means here: S3 has no multi-key atomicity, so
 ``Backend.transaction()`` buffers the objects, commits and ref moves made inside it
 and sends them when it ends: the objects and commits as one pack, then each moved ref
 by a conditional write (objects first, then the refs: invariant 1). A failed
-transaction sends nothing of what it buffered. A ref another writer moved meanwhile
-is reported when the transaction ends (``RefConflictError``): the pack stays,
-unreferenced, for gc. A crash between a pack and its ref writes leaves the same:
-never a ref to something missing.
+transaction, or one whose pack fails to go up, sends nothing of what it buffered and
+forgets it. A ref another writer moved meanwhile is reported when the transaction ends
+(``RefConflictError``): the pack stays, unreferenced, for gc. A crash between a pack
+and its ref writes leaves the same: never a ref to something missing.
 """
 
 from __future__ import annotations
@@ -65,12 +65,17 @@ class S3Backend(Backend):
                 yield
                 ok = True
             finally:
-                self.packs.end(ok)  # the pack first...
-                if outermost:
-                    if ok:
-                        self.refs.write_pending()  # ...then the refs that name it
-                    else:
-                        self.refs.discard_pending()
+                try:
+                    self.packs.end(ok)  # the pack first...
+                except BaseException:
+                    ok = False  # it did not go up: nothing of the transaction is sent
+                    raise
+                finally:
+                    if outermost:
+                        if ok:
+                            self.refs.write_pending()  # ...then the refs that name it
+                        else:
+                            self.refs.discard_pending()
 
     def gc_epoch(self) -> int:
         assert self.client is not None

@@ -109,6 +109,27 @@ def test_a_failed_transaction_sends_nothing(s3_url: str) -> None:
         assert len(packs(repo)) == count and not repo.backend.objects.has_many([oid(7)])
 
 
+def test_a_commit_whose_pack_fails_to_go_up_leaves_nothing_behind(s3_url: str) -> None:
+    with snapvc.open(s3_url) as repo:
+        first = repo.commit({"a": 1})
+        put = repo.backend.client.put
+
+        def failing(key: str, data: bytes, **kw: object) -> str:
+            if key.startswith("packs/"):
+                raise RepositoryError(f"writing {key} failed: connection reset")
+            return put(key, data, **kw)
+
+        repo.backend.client.put = failing  # type: ignore[method-assign]
+        with pytest.raises(RepositoryError):
+            repo.commit({"a": 2})
+        repo.backend.client.put = put  # type: ignore[method-assign]
+        assert repo.resolve("main") == first.id
+        third = repo.commit({"a": 3})
+        assert [c.id for c in repo.log("main")] == [third.id, first.id]  # the failed commit stays out
+    with snapvc.open(s3_url, create=False) as again:
+        assert again.checkout("main") == {"a": 3} and again.fsck().ok
+
+
 def test_objects_go_up_before_the_ref_that_names_them(s3_url: str) -> None:
     with snapvc.open(s3_url) as repo:
         order: list[str] = []

@@ -613,10 +613,14 @@ class Packs:
             if self._depth:
                 return
             self._owner = None
-            if ok:
-                self.flush()
-            else:
+            if not ok:
                 self._discard_pending()
+                return
+            try:
+                self.flush()
+            except BaseException:
+                self._discard_pending()  # the transaction failed: none of its writes stay
+                raise
 
     def _buffering(self) -> bool:
         return self._depth > 0 and self._owner == threading.get_ident()
