@@ -12,6 +12,7 @@ import pytest
 import snapvc
 from snapvc import Keep
 from snapvc.errors import UnknownRevisionError
+from snapvc.maintenance.gc import plan_gc, sweep
 from snapvc.maintenance.graph import ref_roots
 
 HOUR = 3600.0
@@ -177,6 +178,32 @@ def test_a_writer_whose_caches_name_swept_objects_commits_whole(tmp_path: Path) 
         report = collector.gc(grace=0, reflog_expiry=0)
         assert len(report.removed_objects) > 10
     writer.commit(state)  # the same objects: the cache would say "encoded already"
+    with snapvc.open(path) as reader:
+        assert reader.checkout("main") == state and reader.fsck().ok
+    writer.close()
+
+
+def test_a_commit_between_plan_and_sweep_keeps_the_delta_bases_of_what_it_reuses(tmp_path: Path) -> None:
+    """The plan dooms a reset branch's objects; before the sweep, a writer whose caches
+    name them commits the same state again, reusing nodes stored as deltas on older
+    versions (a chain of them). The sweep keeps what the new commit reaches and the
+    bases those frames need."""
+    clock = Clock()
+    path = tmp_path / "between.snapvc"
+    writer = snapvc.open(path, clock=clock)
+    writer.commit({"start": True})
+    state: dict = {"doc": "base " * 5000, "items": []}
+    for step in range(4):
+        state["items"].append({"n": step, "text": f"item {step} " * 200})
+        writer.commit(state)
+    writer.reset("main", to="main~4")
+    clock.now += 40 * 86400
+    with snapvc.open(path, clock=clock) as collector:
+        plan = plan_gc(collector, grace=0, reflog_expiry=0)
+        assert plan.delta_bases == 0 and len(plan.garbage_objects) >= 10
+        writer.commit(state)  # the same objects: encoded already, found stored, not put again
+        removed, _, _, _ = sweep(collector, plan)
+        assert removed and len(removed) < len(plan.garbage_objects)
     with snapvc.open(path) as reader:
         assert reader.checkout("main") == state and reader.fsck().ok
     writer.close()

@@ -16,8 +16,8 @@ dictionaries are never deleted. The rest is the plan's garbage.
 The sweep runs in one write transaction, which excludes every writer. Inside it, the
 roots are read again and what they reach beyond the plan is kept too (a commit made
 between plan and sweep), and each doomed object's age is read again (a writer may have
-put it again since). Then it deletes, expires the reflog, and bumps the gc epoch in the
-same transaction. A writer compares the epoch it cached under with the current one
+put it again since); the delta bases of both are kept with them. Then it deletes,
+expires the reflog, and bumps the gc epoch in the same transaction. A writer compares the epoch it cached under with the current one
 inside its own commit transaction (``Repository.commit``): encoder caches, delta bases
 held in memory and objects found stored before a sweep may name deleted objects, so a
 changed epoch drops them all and the commit is encoded again from scratch.
@@ -163,6 +163,7 @@ class GcPlan:
     reachable_commits: set[ObjectId]
     garbage_objects: dict[ObjectId, int]  # id -> stored bytes
     garbage_commits: dict[ObjectId, int]  # id -> canonical bytes (kept in the commit index)
+    frame_bases: dict[ObjectId, ObjectId]  # each delta frame the plan listed -> its base
     young_objects: int  # unreachable, kept by the grace period
     delta_bases: int  # unreachable, kept because a kept frame is a delta on them
     total_objects: int
@@ -360,6 +361,20 @@ def _frames(repo: Repository, ids: list[ObjectId], progress: Progress) -> tuple[
     return sizes, bases
 
 
+def _bases_of(repo: Repository, ids: set[ObjectId], known: dict[ObjectId, ObjectId]) -> dict[ObjectId, ObjectId]:
+    """``known`` (the plan's delta frames) with the bases of ``ids`` and of their bases,
+    transitively, read from the frames the plan did not list (written since)."""
+    bases = dict(known)
+    read: set[ObjectId] = set()
+    unread = [oid for oid in ids if oid not in bases]
+    while unread:
+        read.update(unread)
+        for batch in batches(unread):
+            bases.update(read_frames(repo.backend.objects, batch)[1])
+        unread = list({bases[oid] for oid in unread if oid in bases} - read - bases.keys())
+    return bases
+
+
 def plan_gc(repo: Repository, *, grace: timedelta | float = DEFAULT_GRACE,
             reflog_expiry: timedelta | float = DEFAULT_REFLOG_EXPIRY, extra_commits: dict[ObjectId, Commit] | None = None,
             moved: dict[str, ObjectId] | None = None, extra_roots: Iterable[tuple[ObjectId, str]] = (),
@@ -391,7 +406,7 @@ def plan_gc(repo: Repository, *, grace: timedelta | float = DEFAULT_GRACE,
         now=now, grace_seconds=grace_s, reflog_before=now - expiry_s,
         reachable_objects=marker.objects, reachable_commits=marker.commits,
         garbage_objects=garbage_objects, garbage_commits=garbage_commits,
-        young_objects=len(young),
+        frame_bases=bases, young_objects=len(young),
         delta_bases=len(keep) - len(marker.objects | young),
         total_objects=len(ids), total_commits=len(all_commits),
     )
@@ -418,13 +433,14 @@ def sweep(repo: Repository, plan: GcPlan, progress: Progress = no_progress) -> t
         ages: dict[ObjectId, float] = {}
         for batch in batches(doomed):
             ages.update(repo.backend.objects.mtimes(batch))
-        doomed = [oid for oid in doomed if oid in ages and ages[oid] < plan.now - plan.grace_seconds]
-        if len(doomed) < len(plan.garbage_objects):
-            # Something the plan doomed is kept after all: keep its delta bases too.
-            kept = (set(plan.garbage_objects) - set(doomed)) & set(ages)
-            _, bases = _frames(repo, list(kept), no_progress)
-            doomed_set = set(doomed) - with_bases(kept, bases)
-            doomed = [oid for oid in doomed if oid in doomed_set]
+        # Kept now though the plan did not keep it: reached by a commit made since (which
+        # may reuse doomed objects, or store frames based on them), or put again. Their
+        # delta bases stay too.
+        spared = marker.objects - plan.reachable_objects
+        spared.update(oid for oid in doomed if oid in ages and ages[oid] >= plan.now - plan.grace_seconds)
+        if spared:
+            spared = with_bases(spared, _bases_of(repo, spared, plan.frame_bases))
+        doomed = [oid for oid in doomed if oid in ages and oid not in spared]
         doomed_commits = [oid for oid in plan.garbage_commits if oid not in marker.commits
                           and commit_ages.get(oid, 0.0) < plan.now - plan.grace_seconds]
         removed = 0
