@@ -406,4 +406,5 @@ def test_the_page_runs_and_its_snapvc_commands_read_the_thread(tmp_path: Path, m
     assert "update step 2" in graph and "input step -1" in graph
     assert "+ [3]: {'content': 'thought 3', 'role': 'assistant'}" in out["diff"]
     assert "~ plan: 'by train' → 'step 3'" in out["diff"]
+    assert "- ['branch:to:think']: None" in out["diff"]  # LangGraph's trigger channel, gone at the end
     assert '"content": "thought 3"' in out["checkout"]
