@@ -316,16 +316,8 @@ class Repository:
             try:
                 return self._write_commit_once(*args)
             except _SweptMeanwhile:
-                continue
+                self._drop_caches()
         raise RepositoryError(f"{self.location!r}: gc swept {_GC_RETRIES} times during one commit; commit again")
-
-    def _check_gc_epoch(self) -> int:
-        """The current gc epoch; the caches are dropped first if a sweep ran since they were built."""
-        epoch = self.backend.gc_epoch()
-        if epoch != self._gc_epoch:
-            self._drop_caches()
-            self._gc_epoch = epoch
-        return epoch
 
     def _drop_caches(self) -> None:
         """Forget everything cached that could name an object gc deleted: encodings,
@@ -352,7 +344,6 @@ class Repository:
         if date is not None and (not isinstance(date, datetime) or date.tzinfo is None):
             raise TypeError(f"date is an aware datetime (with a time zone), not {date!r}")
         with self._write_lock:
-            epoch = self._check_gc_epoch()
             tip = self.refs.get(ref) if ref is not None else None
             cache = self._encode_cache(ref if ref is not None else "")
             encoder = Encoder(cache, self.loader)
@@ -383,7 +374,9 @@ class Repository:
                 # skip the ones already stored when a commit brings many objects.
                 present = self.store.has_many(list(objects)) if len(objects) > 16 else set()
                 with self.backend.transaction():
-                    if self.backend.gc_epoch() != epoch:  # a sweep since: what we reuse may be gone
+                    # The one read of the epoch a commit makes: a sweep since the caches
+                    # were built (here or in another process) may have deleted what they name.
+                    if self.backend.gc_epoch() != self._gc_epoch:
                         raise _SweptMeanwhile
                     self.store.put_many([(oid, data) for oid, data in objects.items() if oid not in present],
                                         encoder.bases)

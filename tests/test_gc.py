@@ -275,3 +275,28 @@ def test_only_commits_without_a_ref_get_an_age(tmp_path: Path) -> None:
         assert repo.commits.mtimes() == {}
         loose = repo.commit_tree({"a": 2}, parents=[repo.resolve("main")])
         assert set(repo.commits.mtimes()) == {loose.id}
+
+
+def test_a_commit_reads_the_gc_epoch_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The epoch check is on every commit's path: one read of ``meta``, inside the
+    commit's transaction; a sweep elsewhere costs the next commit a second encoding."""
+    clock = Clock()
+    path = tmp_path / "epoch.snapvc"
+    with snapvc.open(path, clock=clock) as repo:
+        repo.commit({"n": 0})
+        reads = []
+        read = repo.backend.gc_epoch
+        monkeypatch.setattr(repo.backend, "gc_epoch", lambda: reads.append(1) or read())
+        for n in range(1, 4):
+            repo.commit({"n": n, "doc": "d" * 9000})
+        assert len(reads) == 3
+        repo.branch("scratch")
+        repo.commit({"scratch": "s" * 9000}, branch="scratch")
+        repo.delete_branch("scratch")
+        clock.now += 40 * 86400
+        with snapvc.open(path, clock=clock) as collector:
+            assert collector.gc(grace=0, reflog_expiry=0).removed_objects
+        reads.clear()
+        repo.commit({"n": 4, "doc": "d" * 9000})
+        assert len(reads) == 3  # the check, the epoch the dropped caches are built after, the check again
+        assert repo.checkout("main") == {"n": 4, "doc": "d" * 9000}
