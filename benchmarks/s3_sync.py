@@ -16,7 +16,6 @@ Checks: the clone and the repository on S3 check out the state in memory; both f
 
 from __future__ import annotations
 
-import os
 import statistics
 import tempfile
 import time
@@ -123,10 +122,7 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> SyncF
     steps = scale.agent_steps + 1
     with tempfile.TemporaryDirectory(prefix="snapvc-s3-") as tmp:
         folder = Path(tmp)
-        server = SeaweedServer.start(folder / "seaweedfs")
-        saved = {key: os.environ.get(key) for key in server.environment()}
-        os.environ.update(server.environment())
-        try:
+        with SeaweedServer.running(folder / "seaweedfs") as server:
             bucket = server.create_bucket("bench")
             say(f"S3 at {server.endpoint}; committing {steps} steps straight to it")
             direct = snapvc.open(f"s3://{bucket}/direct")
@@ -203,13 +199,6 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> SyncF
             check(clone.fsck().ok, checks, "the clone: fsck is clean")
             figures = measure_store(clone, folder / "clone.snapvc", BRANCH, state, ("scratchpad",), s3_times, checks,
                                     scale.repeats, commits=steps + MORE_STEPS)  # closes the clone
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-            server.stop()
     return SyncFigures(
         commits=steps,
         s3_commit_median_s=statistics.median(s3_times[1:] or s3_times),

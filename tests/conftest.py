@@ -18,18 +18,8 @@ def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServer]
     if weed_binary() is None:
         pytest.skip(SKIP_REASON)
     pytest.importorskip("obstore", reason="the S3 backend needs obstore (the s3 extra)")
-    server = SeaweedServer.start(tmp_path_factory.mktemp("seaweedfs"))
-    saved = {key: os.environ.get(key) for key in server.environment()}
-    os.environ.update(server.environment())
-    try:
+    with SeaweedServer.running(tmp_path_factory.mktemp("seaweedfs")) as server:
         yield server
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,8 @@
 
 ``SeaweedServer.start(folder)`` waits until ``/healthz`` answers; ``stop()`` sends
 SIGTERM to the process it started (by its id), waits, and removes what it left.
+``SeaweedServer.running(folder)`` does both around a block, with the server's client
+variables in the environment meanwhile.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["SeaweedServer", "weed_binary", "SKIP_REASON"]
@@ -95,6 +99,24 @@ class SeaweedServer:
                 raise RuntimeError(f"weed mini did not answer on {server.endpoint}/healthz within {timeout:.0f}s")
             time.sleep(0.2)
         return server
+
+    @classmethod
+    @contextmanager
+    def running(cls, folder: Path) -> Iterator[SeaweedServer]:
+        """A server for the block, its client variables in the environment (subprocesses
+        inherit them); afterwards the variables are as they were and the server stopped."""
+        server = cls.start(folder)
+        saved = {key: os.environ.get(key) for key in server.environment()}
+        os.environ.update(server.environment())
+        try:
+            yield server
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            server.stop()
 
     def environment(self) -> dict[str, str]:
         """The variables an S3 client needs to reach this server."""
