@@ -325,6 +325,8 @@ def test_deleting_a_run_in_the_middle_keeps_the_checkpoints_after_it_on_its_pare
         assert r3.checkpoint["channel_values"] == {"log": ["x"] * 3} and r3.pending_writes == [("task-3", "log", [3])]
         assert saver.get_tuple(stored[1]) is None and saver.repo.head == "t"
         assert [c.metadata["run_id"] for c in saver.repo.log("t")] == ["r3", "r1"]
+        kept_writes = saver.repo.checkout("t/+writes")["writes"]  # the deleted checkpoint's writes went with it
+        assert sorted(kept_writes) == sorted(stored[i]["configurable"]["checkpoint_id"] for i in (0, 2))
 
         saver.put(stored[0], _checkpoint(9, {"log": ["fork"]}, {"log": 9}), {"step": 2, "run_id": "r4"}, {"log": 9})
         assert any("+fork/" in b for b in saver.repo.branches())

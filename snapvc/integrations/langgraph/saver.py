@@ -729,7 +729,9 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 repo.refs.set_symbolic("HEAD", head)
             for leaf in leaves[1:]:
                 repo.branch(branch + FORKS + leaf.id.short, at=leaf.id)
-            gone = [checkpoint_id for checkpoint_id in dropped if self._stored_writes(branch, checkpoint_id)]
+            writes_tip = repo.refs.get(HEADS + branch + WRITES)
+            past = repo.snapshot(writes_tip).get(_PAST, {}) if writes_tip is not None else {}
+            gone = [checkpoint_id for checkpoint_id in dropped if checkpoint_id in past]
             if gone:
                 state = self._writes_state(branch)
                 for checkpoint_id in gone:
