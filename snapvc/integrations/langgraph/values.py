@@ -37,6 +37,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from snapvc.encoding.adapters import TypeAdapter, adapter_for_name, register_type
 from snapvc.encoding.nodes import decode_node
 from snapvc.encoding.reader import Loader
+from snapvc.encoding.writer import TAG_STR, TAG_TUPLE
 from snapvc.errors import CorruptObjectError, UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
@@ -44,10 +45,7 @@ from snapvc.objects import BLOB, MAP, SEQ, TEXT
 __all__ = ["MISSING", "SERIALIZED", "MESSAGE", "Reader", "path_steps", "decode", "wrap", "is_serialized",
            "to_stored", "stored_elements", "from_stored"]
 
-_TAG_TUPLE = 1
-_TAG_STR = 0
-
-
+MISSING: Any = object()  # what ``Reader.lookup_path`` returns for an absent key
 SERIALIZED: Final = "langgraph_serialized"  # the key that marks a value LangGraph's serializer stored
 MESSAGE: Final = "langchain_message"  # the key that marks a LangChain message stored as a plain dict
 
@@ -174,10 +172,10 @@ class Reader:
             built = _revived(fields) if tag == 0 else adapter_for_name(tag).from_fields(fields)
         elif kind == SEQ:
             flat = self._seq_flat(oid, node)
-            built = tuple(flat) if node[0] == _TAG_TUPLE else list(flat)
+            built = tuple(flat) if node[0] == TAG_TUPLE else list(flat)
         elif kind == TEXT:
             data = b"".join(self._text_pieces(node))
-            if node[0] == _TAG_STR:
+            if node[0] == TAG_STR:
                 try:
                     built = data.decode("utf-8")
                 except UnicodeDecodeError as exc:
@@ -251,6 +249,3 @@ class Reader:
         for child in node[2]:
             pieces += self._text_pieces(self.node(child)[1])
         return pieces
-
-
-MISSING: Any = object()  # what ``lookup`` returns for an absent key
