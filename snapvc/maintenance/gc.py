@@ -473,9 +473,10 @@ def gc(repo: Repository, *, dry_run: bool = False, grace: timedelta | float = DE
     old_tips = [(r.old_tip, f"{HEADS}{r.branch}@{{reflog}}") for r in rewrites] if dry_run and expiry_s > 0 else []
     plan = plan_gc(repo, grace=grace_s, reflog_expiry=expiry_s, extra_commits=extra, moved=moved,
                    extra_roots=old_tips, progress=progress)
-    expired = sum(1 for name in repo.refs.reflog_names() for e in repo.refs.reflog(name) if e.time <= plan.reflog_before)
     if dry_run:
         objects, commits, freed = list(plan.garbage_objects), list(plan.garbage_commits), plan.bytes_to_free
+        expired = sum(1 for name in repo.refs.reflog_names() for e in repo.refs.reflog(name)
+                      if e.time <= plan.reflog_before)
     else:
         objects, commits, freed, expired = sweep(repo, plan, progress)
         repo._drop_caches()
