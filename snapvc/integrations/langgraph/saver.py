@@ -95,7 +95,7 @@ WRITES: Final = "/+writes"  # <branch>/+writes: the pending writes of the branch
 _REWRITE: Final = "/+rewrite"  # a scratch branch while lines are rewritten
 _PAST: Final = "writes"  # in the writes branch's state: checkpoint id -> its writes
 _LATEST: Final = "latest"  # ... and the writes last put, again (sorts before "writes")
-_MAX_WRITE_STATES = 16
+_MAX_STATES = 16  # working copies kept, of thread branches and of writes branches each
 
 T = TypeVar("T")
 
@@ -573,13 +573,10 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         time has the rest appended, any other value replaces the one before. The cost
         follows the change, not the history. (A list's element changed in place after it
         was put is not seen, as other savers do not see a channel changed in place.)"""
-        work = self._working.pop(branch, None)
-        tip = self.repo.refs.get(HEADS + branch)
-        if work is None or work.state.base != tip:
+        work = self._working.get(branch)
+        if work is None or work.state.base != self.repo.refs.get(HEADS + branch):
             work = _Working(self.repo.state(branch))
-        self._working[branch] = work
-        while len(self._working) > _MAX_WRITE_STATES:
-            del self._working[next(iter(self._working))]
+        _keep_recent(self._working, branch, work)
         state, given = work.state, work.given
         try:
             for channel in [k for k in state if k not in values]:
@@ -587,9 +584,9 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 given.pop(channel, None)
             for channel, value in values.items():
                 before = given.get(channel)
-                elements = tuple(value) if type(value) is list else None
                 if before is not None and before[0] is value:
                     continue  # the same object: LangGraph did not write the channel
+                elements = tuple(value) if type(value) is list else None
                 if self._wrapped.get((branch, channel)) is type(value):
                     state.set((channel,), self._serialize(value, f"{where}: channel {channel!r}"))
                     elements = None
@@ -635,13 +632,10 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
     # -- internals: writes ----------------------------------------------------------------
 
     def _writes_state(self, branch: str) -> State:
-        state = self._write_states.pop(branch, None)
+        state = self._write_states.get(branch)
         if state is None:
             state = self.repo.state(branch + WRITES)
-        self._write_states[branch] = state  # most recently used last
-        while len(self._write_states) > _MAX_WRITE_STATES:
-            del self._write_states[next(iter(self._write_states))]
-        return state
+        return _keep_recent(self._write_states, branch, state)
 
     def _stored_writes(self, branch: str, checkpoint_id: str) -> list[list[Any]]:
         """The writes kept for a checkpoint, as committed (not handed out by the working
@@ -778,6 +772,16 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                                                   "checkpoint_id": parent_id}}
         config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": checkpoint_id}}
         return CheckpointTuple(config, checkpoint, meta, parent_config, pending)
+
+
+def _keep_recent(cache: dict[str, T], key: str, value: T) -> T:
+    """``value`` put last in ``cache`` (the most recently used), the oldest entries
+    dropped beyond ``_MAX_STATES``."""
+    cache.pop(key, None)
+    cache[key] = value
+    while len(cache) > _MAX_STATES:
+        del cache[next(iter(cache))]
+    return value
 
 
 @contextmanager
