@@ -161,6 +161,25 @@ def test_a_rewritten_ref_body_never_repeats_its_etag(s3_url: str) -> None:
     client.close()
 
 
+def test_a_move_that_landed_but_was_sent_again_is_a_move_not_a_conflict(s3_url: str) -> None:
+    client = S3Client(S3Location.parse(s3_url))
+    refs = S3RefStore(client)
+    refs.compare_and_swap(MAIN, None, oid(1), "A")
+    put = client.put
+
+    def answer_lost(key: str, data: bytes, **kw: object) -> str:
+        put(key, data, **kw)  # the write lands; its answer is lost and the request sent again
+        client.put = put  # type: ignore[method-assign]
+        return put(key, data, **kw)  # ...which fails its own If-Match: 412
+
+    client.put = answer_lost  # type: ignore[method-assign]
+    assert refs.compare_and_swap(MAIN, oid(1), oid(2), "B")
+    assert refs.get(MAIN) == oid(2)
+    assert [e.reason for e in refs.reflog(MAIN)] == ["B", "A"]
+    assert not refs.compare_and_swap(MAIN, oid(1), oid(3), "C")  # a real conflict is still one
+    client.close()
+
+
 def test_the_reflog_spills_into_segments_and_reads_whole(s3_url: str) -> None:
     client = S3Client(S3Location.parse(s3_url))
     refs = S3RefStore(client, clock=TickingClock())

@@ -5,7 +5,8 @@ ref's target (or its symbolic target), a *generation* counter and the newest ref
 entries. A move reads the body and its ETag, and writes the next body with
 ``If-Match: <ETag>`` (``If-None-Match: *`` for a name never written): if another writer
 moved the ref in between, the write fails with 412 and the compare is made again
-against what is there now. The ETag is the MD5 of the body, so two bodies naming the
+against what is there now (a 412 to a write that landed and was sent again finds its
+own body there: the move stands). The ETag is the MD5 of the body, so two bodies naming the
 same target would share one (A -> B -> A: ABA); the generation, one more at every
 write, makes every body unique.
 
@@ -161,12 +162,17 @@ class S3RefStore:
         new = _as_id(new, "new")
         if self._buffering():
             return self._buffered_swap(name, expected, new, reason)
+        tried: _Body | None = None
         for round_ in range(_MAX_ROUNDS):
             # First try the body this client last read or wrote (a commit has just read the
             # tip): a stale one only fails the conditional write, and the next round reads.
             body = self._seen.get(name) if round_ == 0 else None
             if body is None or body.target != expected:
                 body = self._read(name)
+            if tried is not None and body.encode() == tried.encode():
+                # The write that "lost" is the one there: a request that landed and was sent
+                # again (its answer lost), failing its own condition the second time.
+                return True
             if body.target != expected:
                 return False
             if expected == new:
@@ -175,7 +181,7 @@ class S3RefStore:
             self._log(moved, expected, new, reason)
             if self._write(name, body, moved):
                 return True
-            # Someone wrote the body meanwhile: compare again with what is there now.
+            tried = moved  # someone wrote the body meanwhile: compare again with what is there now
         raise RefError(name, f"ref {name!r}: {_MAX_ROUNDS} conditional writes in a row lost on {self.client.where(_key(name))}")
 
     def _buffered_swap(self, name: str, expected: ObjectId | None, new: ObjectId | None, reason: str) -> bool:
