@@ -4,7 +4,6 @@ salvage saves what is whole; the commands exit 1 on a problem."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import sqlite3
@@ -198,7 +197,7 @@ def test_bad_blocks_are_found_never_a_crash_and_never_silent(tmp_path: Path) -> 
         shutil.copy(original, copy)
         with open(copy, "r+b") as f:
             f.seek(rng.randrange(1, pages) * 8192 + rng.randrange(8192 - 64))
-            f.write(os.urandom(64))
+            f.write(rng.randbytes(64))
         try:
             repo = snapvc.open(copy)
         except snapvc.SnapvcError:
