@@ -34,7 +34,7 @@ from snapvc.errors import SnapvcError
 from snapvc.ids import ObjectId, hash_bytes
 from snapvc.maintenance.graph import read_children
 from snapvc.objects import COMMIT, MAP, SEQ, TEXT, Commit, split_object
-from snapvc.store.codec import CompressedStore, Dictionary, decode_frame, encode_delta_frame, encode_frame
+from snapvc.store.codec import CompressedStore, Dictionary, _varint, decode_frame, encode_delta_frame, encode_frame
 from snapvc.store.memory import MemoryObjectStore
 
 EXAMPLES = int(os.environ.get("SNAPVC_FUZZ_EXAMPLES", "1500"))
@@ -187,15 +187,6 @@ def test_a_decompression_bomb_is_refused_without_inflating_it() -> None:
     inner.put_many([(oid, bytes((1,)) + _varint(1000) + bomb)])
     with pytest.raises(snapvc.CorruptObjectError):
         CompressedStore(inner).get_many([oid])
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 @pytest.mark.parametrize("name", ["a..b", "/lead", "trail/", "a//b", "ctl\x01x", "tab\tx", "del\x7f", "a b",
