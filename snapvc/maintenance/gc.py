@@ -17,10 +17,11 @@ The sweep runs in one write transaction, which excludes every writer. Inside it,
 roots are read again and what they reach beyond the plan is kept too (a commit made
 between plan and sweep), and each doomed object's age is read again (a writer may have
 put it again since); the delta bases of both are kept with them. Then it deletes,
-expires the reflog, and bumps the gc epoch in the same transaction. A writer compares the epoch it cached under with the current one
-inside its own commit transaction (``Repository.commit``): encoder caches, delta bases
-held in memory and objects found stored before a sweep may name deleted objects, so a
-changed epoch drops them all and the commit is encoded again from scratch.
+expires the reflog, and bumps the gc epoch in the same transaction. A writer compares
+the epoch its caches were built after with the current one inside its own commit
+transaction (``Repository.commit``): encoder caches, delta bases held in memory and
+objects found stored before a sweep may name deleted objects, so a changed epoch drops
+them all and the commit is encoded again from scratch.
 
 Retention (``Keep``) thins a branch's first-parent history like ``restic forget``: keep
 the last N commits, and the newest commit of each of the last N hours, days, weeks that
