@@ -125,6 +125,10 @@ class S3RefStore:
         self._seen[name] = new
         return True
 
+    def _lost_too_often(self, name: str) -> RefError:
+        return RefError(name, f"ref {name!r}: {_MAX_ROUNDS} conditional writes in a row lost on "
+                              f"{self.client.where(_key(name))}")
+
     def _spill_reflog(self, name: str, body: _Body) -> None:
         if len(body.reflog) <= REFLOG_TAIL:
             return
@@ -182,7 +186,7 @@ class S3RefStore:
             if self._write(name, body, moved):
                 return True
             tried = moved  # someone wrote the body meanwhile: compare again with what is there now
-        raise RefError(name, f"ref {name!r}: {_MAX_ROUNDS} conditional writes in a row lost on {self.client.where(_key(name))}")
+        raise self._lost_too_often(name)
 
     def _buffered_swap(self, name: str, expected: ObjectId | None, new: ObjectId | None, reason: str) -> bool:
         """A move inside a transaction: compared with the ref as this transaction sees it,
@@ -306,7 +310,7 @@ class S3RefStore:
                 self._log(changed, body.target, None, f"symbolic ref to {target}")
             if self._write(name, body, changed):
                 return
-        raise RefError(name, f"ref {name!r}: {_MAX_ROUNDS} conditional writes in a row lost on {self.client.where(_key(name))}")
+        raise self._lost_too_often(name)
 
     def delete_symbolic(self, name: str) -> bool:
         check_full_ref_name(name)
@@ -316,7 +320,7 @@ class S3RefStore:
                 return False
             if self._write(name, body, _Body(body.generation, body.target, None, list(body.reflog))):
                 return True
-        raise RefError(name, f"ref {name!r}: {_MAX_ROUNDS} conditional writes in a row lost on {self.client.where(_key(name))}")
+        raise self._lost_too_often(name)
 
     def close(self) -> None:
         pass

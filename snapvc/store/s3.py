@@ -573,7 +573,7 @@ class Packs:
             entries = sorted(self.heads.items())
             self.indexed = len(entries)
         data = msgpack.packb(entries, use_bin_type=True)
-        key = f"index/{int(self.clock() * 1000):013d}-{secrets.token_hex(6)}.idx"
+        key = self._new_key("index/", ".idx")
         try:
             self.client.put(key, data, create=True)
             older = [k for k, _ in self.client.list("index/") if k < key]
@@ -584,6 +584,11 @@ class Packs:
             # server that failed): the write that triggered it stands, and this client
             # tries again INDEX_EVERY packs later.
             pass
+
+    def _new_key(self, folder: str, suffix: str) -> str:
+        """A new pack's or index's name: the writer's clock in ms (oldest sort first) and
+        random bytes (no two writers share one)."""
+        return f"{folder}{int(self.clock() * 1000):013d}-{secrets.token_hex(6)}{suffix}"
 
     def _reset(self) -> None:
         """Forget everything read from packs (the pending pack stays)."""
@@ -653,9 +658,8 @@ class Packs:
                 raise
 
     def _write_pack(self, objects: list[tuple[ObjectId, bytes | None, float]], commits: list[tuple[bytes, float]]) -> None:
-        data = encode_pack(objects, commits)
-        key = f"packs/{int(self.clock() * 1000):013d}-{secrets.token_hex(6)}.pack"
-        self.client.put(key, data, create=True)
+        """Put a new pack and index it here (a write of this client)."""
+        key, data = self._put_pack(objects, commits)
         decoded = decode_pack_header(key, data)
         assert not isinstance(decoded, int)
         start, header = decoded
@@ -859,9 +863,12 @@ class Packs:
         self.refresh()
         return len(read)
 
-    def _put_pack(self, objects: list[tuple[ObjectId, bytes | None, float]], commits: list[tuple[bytes, float]]) -> None:
-        key = f"packs/{int(self.clock() * 1000):013d}-{secrets.token_hex(6)}.pack"
-        self.client.put(key, encode_pack(objects, commits), create=True)
+    def _put_pack(self, objects: list[tuple[ObjectId, bytes | None, float]],
+                  commits: list[tuple[bytes, float]]) -> tuple[str, bytes]:
+        """Put a new pack; its key and bytes."""
+        key, data = self._new_key("packs/", ".pack"), encode_pack(objects, commits)
+        self.client.put(key, data, create=True)
+        return key, data
 
     def stored_bytes(self) -> int:
         return sum(e.length for e in self.objects.values())
