@@ -66,10 +66,14 @@ def test_push_sends_only_what_the_remote_lacks(local: snapvc.Repository, tmp_pat
     assert first.transfer.commits == 30 and first.transfer.objects > 30
     assert local.refs.get("refs/remotes/origin/main") == local.resolve("main")
 
+    with snapvc.open(tmp_path / "remote.snapvc", create=False) as remote:
+        held = set(remote.backend.objects.iter_ids())
     agent_run(local, 3, start=30, state=state)
     second = local.push("origin")
     assert second.transfer.commits == 3
     assert second.transfer.objects < first.transfer.objects / 5  # the unchanged subtrees stay home
+    with snapvc.open(tmp_path / "remote.snapvc", create=False) as remote:
+        assert second.transfer.objects == len(set(remote.backend.objects.iter_ids()) - held)  # nothing sent twice
     assert local.push("origin").up_to_date
 
     with snapvc.open(tmp_path / "remote.snapvc", create=False) as remote:
