@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.objects import Commit
-from snapvc.store.sqlite import SqliteFile
+from snapvc.store.sqlite import SqliteFile, _chunks
 
 __all__ = ["CommitIndex", "MemoryCommitIndex", "SqliteCommitIndex"]
 
@@ -168,12 +168,10 @@ class SqliteCommitIndex:
             return c.execute("DELETE FROM commit_mtimes WHERE mtime < ?", (before,)).rowcount
 
     def delete_many(self, ids: Iterable[ObjectId]) -> int:
-        ids = list(ids)
         removed = 0
         ages = self._has_ages()
         with self.file.transaction() as c:
-            for start in range(0, len(ids), 500):
-                batch = ids[start : start + 500]
+            for batch in _chunks(ids):
                 marks = ",".join("?" * len(batch))
                 removed += c.execute(f"DELETE FROM commits WHERE id IN ({marks})", batch).rowcount
                 if ages:
