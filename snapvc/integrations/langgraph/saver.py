@@ -68,7 +68,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 import snapvc
-from snapvc.errors import InvalidRefNameError, RefConflictError, UnsupportedValueError
+from snapvc.errors import RefConflictError, UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.integrations.langgraph.values import (
     MISSING,
@@ -229,7 +229,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         if configurable.get("thread_id") is not None:
             wanted_thread, _, wanted_id = _ids(config, "list")
             wanted_ns = configurable.get("checkpoint_ns")
-        before_id = (before or {}).get("configurable", {}).get("checkpoint_id") if before else None
+        before_id = before.get("configurable", {}).get("checkpoint_id") if before else None
         with self._lock:
             found: list[tuple[str, str, str, Commit]] = []
             for thread_id, namespace, branch in self._branches(wanted_thread):
@@ -465,7 +465,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 tid, namespace = parse_thread_branch(branch)
                 if thread_branch(tid, namespace) == branch:
                     out.append((tid, namespace, branch))
-            except (InvalidRefNameError, UnicodeDecodeError, ValueError):
+            except ValueError:  # InvalidRefNameError and UnicodeDecodeError are ValueErrors
                 continue  # not a name thread_branch makes
         return out
 
