@@ -94,9 +94,12 @@ def test_young_unreachable_objects_are_kept_until_the_grace_period_ends(tmp_path
         assert report.removed_commits == () and report.removed_objects == ()
         assert report.kept_young == 0  # the young commit is a root, so its objects are reached
         assert repo.checkout(orphan.id) == {"draft": "x" * 5000}
+        checked = repo.fsck()  # nothing reaches it: dangling, which is no problem
+        assert checked.ok and checked.dangling_commits == (orphan.id,)
         clock.now += 2 * HOUR
         report = repo.gc(grace=HOUR, reflog_expiry=0)
         assert orphan.id in report.removed_commits and len(report.removed_objects) >= 1
+        assert set(report.removed_objects) == set(checked.dangling_objects)
         assert repo.fsck().ok
 
 
@@ -121,7 +124,8 @@ def test_delta_bases_of_kept_frames_are_kept(repo_and_clock: tuple[snapvc.Reposi
     fresh = snapvc.Repository(repo.backend)  # nothing served from the caches
     assert fresh.checkout("main") == final
     assert [c.metadata["step"] for c in fresh.log("main")] == [19, 18, 17]
-    assert repo.fsck().ok
+    checked = repo.fsck()
+    assert checked.ok and checked.dangling_objects == () == checked.dangling_commits  # bases are not dangling
 
 
 def test_retention_keeps_last_hourly_daily_weekly_and_ids_before_the_first_drop(tmp_path: Path) -> None:

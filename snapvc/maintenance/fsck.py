@@ -139,7 +139,8 @@ def _read_all(repo: Repository, progress: Progress) -> _Graph:
     graph.present.update(ids)
     index_ids = _storage_read(graph, "the commit index", repo.commits.ids, [])
     graph.present.update(index_ids)
-    for batch in progress(batches(ids), -(-len(ids) // 500), "checking objects"):
+    parts = batches(ids)
+    for batch in progress(parts, len(parts), "checking objects"):
         try:
             graph.bases.update(read_frames(raw, batch)[1])
             found, errors = read_batch(store, batch)
@@ -326,8 +327,7 @@ def fsck(repo: Repository, progress: Progress = no_progress) -> FsckReport:
             continue
         problems.append(Problem(kind, oid, message, tuple(reaching.get(oid, ())), tuple(paths.get(oid, ()))))
     needed = with_bases(reached, graph.bases)  # old nodes kept as delta bases are not dangling
-    dangling_objects = tuple(oid for oid in graph.edges if oid not in reached and oid not in graph.commits
-                             and oid not in needed)
+    dangling_objects = tuple(oid for oid in graph.edges if oid not in needed)
     dangling_commits = tuple(oid for oid in graph.commits if oid not in reached)
     return FsckReport(
         objects=len(graph.edges) + sum(1 for oid in graph.bad if oid in graph.present),

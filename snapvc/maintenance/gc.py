@@ -355,7 +355,8 @@ def _frames(repo: Repository, ids: list[ObjectId], progress: Progress) -> tuple[
     """Stored size of each object and the base of each delta frame, from the raw frames."""
     sizes: dict[ObjectId, int] = {}
     bases: dict[ObjectId, ObjectId] = {}
-    for batch in progress(batches(ids), -(-len(ids) // 500), "reading frames"):
+    parts = batches(ids)
+    for batch in progress(parts, len(parts), "reading frames"):
         got_sizes, got_bases = read_frames(repo.backend.objects, batch)
         sizes.update(got_sizes)
         bases.update(got_bases)
@@ -445,7 +446,8 @@ def sweep(repo: Repository, plan: GcPlan, progress: Progress = no_progress) -> t
         doomed_commits = [oid for oid in plan.garbage_commits if oid not in marker.commits
                           and commit_ages.get(oid, 0.0) < plan.now - plan.grace_seconds]
         removed = 0
-        for batch in progress(batches(doomed), -(-len(doomed) // 500), "deleting objects"):
+        parts = batches(doomed)
+        for batch in progress(parts, len(parts), "deleting objects"):
             removed += repo.backend.objects.delete_many(batch)
         repo.commits.delete_many(doomed_commits)
         # Entries at or before ``reflog_before`` were no roots: none may outlive its commits.
