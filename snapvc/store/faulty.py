@@ -28,6 +28,7 @@ import random
 import threading
 from collections.abc import Iterable, Iterator
 
+from snapvc.errors import ObjectNotFoundError
 from snapvc.ids import ObjectId
 from snapvc.store.base import ObjectStore, StoreSizes
 
@@ -40,7 +41,7 @@ class FaultyStore:
     def __init__(self, inner: ObjectStore, seed: int = 0) -> None:
         self.inner = inner
         self.injected = 0  # faults injected so far
-        self.writes = 0  # put_many calls so far
+        self.writes = 0  # writes so far (put_many and delete_many calls)
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         self._fail_at: int | None = None
@@ -129,8 +130,9 @@ class FaultyStore:
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
         ids = list(ids)
         if self._hidden:
-            kept = [oid for oid in ids if oid not in self._hidden]
-            self.injected += len(ids) - len(kept)
+            with self._lock:
+                kept = [oid for oid in ids if oid not in self._hidden]
+                self.injected += len(ids) - len(kept)
             ids = kept
         found = self.inner.get_many(ids)
         if self._flip is None and self._truncate is None:
@@ -139,8 +141,6 @@ class FaultyStore:
             return {oid: self._damage(oid, frame) for oid, frame in found.items()}
 
     def get(self, oid: ObjectId) -> bytes:
-        from snapvc.errors import ObjectNotFoundError
-
         found = self.get_many([oid])
         if oid not in found:
             raise ObjectNotFoundError(oid)
