@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -301,7 +302,7 @@ def test_an_unreadable_repository_as_root_a_folder_without_access(tmp_path: Path
     """Root reads any file, but a path through a regular file is unreadable to anyone."""
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(snapvc.RepositoryNotFoundError):
+    with pytest.raises(snapvc.RepositoryNotFoundError, match=re.escape(f"{blocker}' is a file, not a folder")):
         snapvc.open(blocker / "repo.snapvc")
 
 
