@@ -72,13 +72,17 @@ def _commit_header(out: Output, commit: snapvc.Commit, labels: list[str]) -> Non
 def log(out: Output, repo_path: str | None, as_json: bool, revs: tuple[str, ...], oneline: bool, graph: bool,
         all_refs: bool, max_count: int | None, where: tuple[str, ...], since: str | None, until: str | None,
         paths: tuple[str, ...]) -> None:
-    """Show the commits reachable from REVS (default: HEAD), newest first."""
+    """Show the commits reachable from REVS (default: HEAD, or every branch while HEAD's
+    branch has no commit), newest first."""
     filters = parse_assignments(where, "--where") or None
     lo = parse_time(since, "--since") if since else None
     hi = parse_time(until, "--until") if until else None
     with open_repo(repo_path) as repo:
         starts = list(revs)
-        if all_refs or (graph and not revs):
+        # No rev: HEAD, or every branch when HEAD's branch has no commit yet (a repository
+        # whose history is all on other branches, as LangGraph threads are).
+        everything = all_refs or (not revs and (graph or repo.head not in repo.branches()))
+        if everything:
             starts += [*repo.branches(), *(f"tags/{t}" for t in repo.tags())]
         if not starts:
             starts = ["HEAD"]
