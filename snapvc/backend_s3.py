@@ -52,6 +52,7 @@ class S3Backend(Backend):
     client: S3Client | None = None
     packs: Packs | None = None
     _epoch_read: tuple[float, int] | None = None
+    _epoch_seen: int | None = None  # the epoch last read, kept when a read expires
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -78,10 +79,16 @@ class S3Backend(Backend):
                             self.refs.discard_pending()
 
     def gc_epoch(self) -> int:
-        assert self.client is not None
+        """The gc epoch (``Backend.gc_epoch``). When it moved since this client last read
+        it, another client's gc rewrote packs: the pack index is read again first, so no
+        write trusts an object the sweep removed to be stored."""
+        assert self.client is not None and self.packs is not None
         now = time.monotonic()
         if self._epoch_read is None or now - self._epoch_read[0] > _EPOCH_SECONDS:
-            self._epoch_read = (now, int(read_meta(self.client, "gc_epoch") or 0))
+            epoch = int(read_meta(self.client, "gc_epoch") or 0)
+            if self._epoch_seen is not None and epoch != self._epoch_seen and self.packs.loaded:
+                self.packs.refresh()
+            self._epoch_read, self._epoch_seen = (now, epoch), epoch
         return self._epoch_read[1]
 
     def bump_gc_epoch(self) -> None:

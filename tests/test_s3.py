@@ -289,6 +289,20 @@ def test_gc_rewrites_the_packs_that_hold_garbage(s3_url: str) -> None:
         assert again.commits.count() == 2 and again.fsck().ok
 
 
+def test_a_writer_does_not_trust_objects_another_clients_gc_removed(s3_url: str) -> None:
+    gone = {"doc": "d" * 9000, "n": 1}  # an object of its own besides the root
+    with snapvc.open(s3_url) as writer:
+        writer.commit({"n": 0})
+        writer.commit(gone, branch="doomed")
+        writer.delete_branch("doomed")
+        with snapvc.open(s3_url) as cleaner:
+            assert cleaner.gc(grace=0, reflog_expiry=0).removed_objects
+        writer.backend._epoch_read = None  # as a second later: the epoch is read again
+        writer.commit(gone)  # the same objects again, on main
+    with snapvc.open(s3_url, create=False) as reader:
+        assert reader.checkout("main") == gone and reader.fsck().ok
+
+
 def test_writers_train_dictionaries_under_numbers_of_their_own(s3_url: str) -> None:
     snapvc.open(s3_url).close()
     from snapvc.store.s3 import Packs, S3ObjectStore
