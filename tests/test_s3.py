@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import snapvc
-from snapvc.errors import FormatVersionError, RefConflictError, RepositoryError, RepositoryNotFoundError
+from snapvc.errors import FormatVersionError, RefConflictError, RefError, RepositoryError, RepositoryNotFoundError
 from snapvc.ids import ObjectId
 from snapvc.refs.s3 import REFLOG_TAIL, S3RefStore
 from snapvc.store.s3 import S3Client, S3Location, parse_s3_url
@@ -197,6 +197,10 @@ def test_the_reflog_spills_into_segments_and_reads_whole(s3_url: str) -> None:
     cutoff = log[99].time  # keep the newest 100 entries (the oldest are in segments)
     assert refs.expire_reflog(cutoff) == moves - 100
     assert [e.reason for e in refs.reflog(MAIN)] == [f"move {n}" for n in range(moves, moves - 100, -1)]
+    segment = client.list("reflog/refs%2Fheads%2Fmain/")[0][0]
+    client.put(segment, b"[[1, null")
+    with pytest.raises(RefError, match=f"damaged reflog segment .*{segment}"):
+        refs.reflog(MAIN)
     client.close()
 
 

@@ -249,12 +249,23 @@ class S3RefStore:
             return []
         rows = {row[0]: row for row in self._read(name).reflog}
         if limit is None or len(rows) < limit:
-            for segment in self._segments(name):
-                found = self.client.get(segment)
-                if found is not None:
-                    rows.update((row[0], row) for row in json.loads(found[0]))
+            for found in self.client.pool.map(lambda key: self._read_segment(name, key), self._segments(name)):
+                rows.update((row[0], row) for row in found or ())
         entries = [_entry(name, rows[g]) for g in sorted(rows, reverse=True)]
         return entries if limit is None else entries[:limit]
+
+    def _read_segment(self, name: str, key: str) -> builtins.list[builtins.list[Any]] | None:
+        """The entries of reflog segment ``key``; None if it is gone (expired meanwhile)."""
+        found = self.client.get(key)
+        if found is None:
+            return None
+        try:
+            rows = json.loads(found[0])
+            if not all(isinstance(row, list) and len(row) == 5 for row in rows):
+                raise ValueError("an entry is not [generation, old, new, time, reason]")
+        except (ValueError, TypeError) as exc:
+            raise RefError(name, f"ref {name!r}: damaged reflog segment {self.client.where(key)} ({exc})") from None
+        return rows
 
     def _segments(self, name: str) -> builtins.list[str]:
         return [key for key, _ in self.client.list(f"{_REFLOG}{quote(name, safe='')}/")]
@@ -281,10 +292,9 @@ class S3RefStore:
                     removed += len(body.reflog) - len(kept)
                     break
             for segment in self._segments(ref):
-                found = self.client.get(segment)
-                if found is None:
+                rows = self._read_segment(ref, segment)
+                if rows is None:
                     continue
-                rows = json.loads(found[0])
                 kept = [row for row in rows if row[3] >= before]
                 if len(kept) == len(rows):
                     continue
