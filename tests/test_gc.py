@@ -14,6 +14,7 @@ from snapvc import Keep
 from snapvc.errors import UnknownRevisionError
 from snapvc.maintenance.gc import plan_gc, sweep
 from snapvc.maintenance.graph import ref_roots
+from snapvc.repository import format_bytes
 
 HOUR = 3600.0
 
@@ -152,6 +153,35 @@ def test_retention_keeps_last_hourly_daily_weekly_and_ids_before_the_first_drop(
         assert "gc: keep last 4, hourly 6, daily 3" in repo.reflog("main")[0].reason
         assert repo.reset("main", to="main@{1}").metadata["step"] == 383  # the old history, from the reflog
         assert len(list(repo.log("main"))) == 384
+
+
+def test_retention_on_an_agent_run(tmp_path: Path) -> None:
+    """The figures docs/reliability.md quotes, printed (-s): 500 steps one minute apart,
+    each editing one of 10 documents a little and appending a message, thinned as
+    ``snapvc gc --keep-last 50 --keep-hourly 24 --expire-reflog 0`` does."""
+    clock = Clock()
+    with snapvc.open(tmp_path / "agent.snapvc", clock=clock) as repo:
+        docs = {f"doc{d}": "".join(f"Line {i} of document {d}: notes on the task.\n" for i in range(60))
+                for d in range(10)}
+        state: dict = {"messages": [], "docs": docs}
+        for step in range(500):
+            name = f"doc{step % 10}"
+            docs[name] = docs[name].replace("notes", f"notes {step}", 1)
+            state["messages"].append({"role": "assistant", "content": f"step {step}: " + "thinking " * 20})
+            repo.commit(state, message=f"step {step}")
+            clock.now += 60
+        before = repo.backend.objects.sizes()
+        report = repo.gc(keep=Keep(last=50, hourly=24), reflog_expiry=0)
+        after = repo.backend.objects.sizes()
+        [rewrite] = report.rewrites
+        assert (rewrite.kept, rewrite.total) == (57, 500) and len(report.removed_commits) == 500
+        assert before.objects - after.objects == len(report.removed_objects) > before.objects // 2
+        assert 0 < before.stored_bytes - after.stored_bytes <= report.bytes_freed
+        assert repo.checkout("main") == state and repo.fsck().ok
+    print(f"agent run: kept {rewrite.kept} of {rewrite.total} commits; removed {len(report.removed_objects)} of "
+          f"{before.objects} objects and {len(report.removed_commits)} commit rows, {format_bytes(report.bytes_freed)} "
+          f"({format_bytes(before.stored_bytes)} of objects stored); kept {report.kept_delta_bases} old nodes as "
+          f"delta bases and {report.kept_young} younger than the grace period; {report.seconds:.2f} s")
 
 
 def test_retention_leaves_a_branch_that_moved_meanwhile(repo_and_clock: tuple[snapvc.Repository, Clock],
