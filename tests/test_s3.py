@@ -180,6 +180,14 @@ def test_a_move_that_landed_but_was_sent_again_is_a_move_not_a_conflict(s3_url: 
     client.close()
 
 
+def test_a_damaged_ref_body_is_named_with_its_key(s3_url: str) -> None:
+    client = S3Client(S3Location.parse(s3_url))
+    client.put("refs/refs%2Fheads%2Fmain", b'{"generation": "x"')
+    with pytest.raises(RefError, match=f"'{MAIN}': damaged body at {client.where('refs/refs%2Fheads%2Fmain')}"):
+        S3RefStore(client).get(MAIN)
+    client.close()
+
+
 def test_the_reflog_spills_into_segments_and_reads_whole(s3_url: str) -> None:
     client = S3Client(S3Location.parse(s3_url))
     refs = S3RefStore(client, clock=TickingClock())

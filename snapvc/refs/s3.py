@@ -70,13 +70,13 @@ class _Body:
                            "symbolic": self.symbolic, "reflog": self.reflog}, separators=(",", ":")).encode()
 
     @classmethod
-    def decode(cls, name: str, data: bytes, etag: str) -> _Body:
+    def decode(cls, name: str, data: bytes, etag: str, where: str) -> _Body:
         try:
             raw = json.loads(data)
             target = ObjectId.from_hex(raw["target"]) if raw.get("target") else None
             return cls(int(raw["generation"]), target, raw.get("symbolic"), list(raw.get("reflog") or []), etag)
         except (ValueError, KeyError, TypeError) as exc:
-            raise RefError(name, f"ref {name!r}: damaged body on S3 ({exc})") from None
+            raise RefError(name, f"ref {name!r}: damaged body at {where} ({exc})") from None
 
 
 def _entry(name: str, row: list[Any]) -> ReflogEntry:
@@ -105,7 +105,7 @@ class S3RefStore:
 
     def _read(self, name: str) -> _Body:
         found = self.client.get(_key(name))
-        body = _Body() if found is None else _Body.decode(name, *found)
+        body = _Body() if found is None else _Body.decode(name, *found, self.client.where(_key(name)))
         self._seen[name] = body
         return body
 
