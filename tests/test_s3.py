@@ -5,6 +5,7 @@ writes, the reflog in ref bodies, gc rewriting packs, and what a transaction mea
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -436,3 +437,12 @@ def test_a_cache_folder_serves_the_next_process(s3_url: str, tmp_path: Path) -> 
         read = pack_reads(cold)
         assert cold.checkout("main") == state
         assert len(read) >= 10
+    (path,) = cache.glob("*.cache")
+    damaged = sqlite3.connect(path)
+    damaged.execute("UPDATE heads SET head = x'00'")
+    damaged.commit()
+    damaged.close()
+    with snapvc.open(s3_url, create=False, cache_dir=cache) as again:
+        read = pack_reads(again)
+        assert again.checkout("main") == state and len(list(again.log("main"))) == 10
+        assert read  # the headers damaged on disk came from the server again

@@ -302,11 +302,11 @@ def encode_pack(objects: list[tuple[ObjectId, bytes | None, float]], commits: li
     return MAGIC + struct.pack("<I", len(header)) + header + b"".join(frames)
 
 
-def decode_pack_header(key: str, head: bytes) -> tuple[int, dict[str, Any]] | int:
+def decode_pack_header(where: str, head: bytes) -> tuple[int, dict[str, Any]] | int:
     """The frames' start and the header of a pack from its first bytes, or how many
-    bytes are needed when ``head`` is too short."""
+    bytes are needed when ``head`` is too short. Errors name the pack by ``where``."""
     if len(head) < len(MAGIC) + 4 or not head.startswith(MAGIC):
-        raise RepositoryError(f"{key} is not a snapvc pack (bad magic)")
+        raise RepositoryError(f"{where} is not a snapvc pack (bad magic)")
     (size,) = struct.unpack_from("<I", head, len(MAGIC))
     start = len(MAGIC) + 4 + size
     if len(head) < start:
@@ -314,9 +314,9 @@ def decode_pack_header(key: str, head: bytes) -> tuple[int, dict[str, Any]] | in
     try:
         header = msgpack.unpackb(head[len(MAGIC) + 4 : start], raw=False)
     except Exception as exc:
-        raise RepositoryError(f"{key}: damaged pack header: {exc}") from None
+        raise RepositoryError(f"{where}: damaged pack header: {exc}") from None
     if not isinstance(header, dict) or header.get("v") != PACK_FORMAT:
-        raise RepositoryError(f"{key}: unknown pack format {header.get('v') if isinstance(header, dict) else '?'}")
+        raise RepositoryError(f"{where}: unknown pack format {header.get('v') if isinstance(header, dict) else '?'}")
     return start, header
 
 
@@ -492,15 +492,18 @@ class Packs:
         disk = self.cache.disk
         kept = disk.head(key) if disk is not None else None
         if kept is not None:
-            decoded = decode_pack_header(key, kept)
+            try:
+                decoded = decode_pack_header(key, kept)
+            except RepositoryError:
+                decoded = 0  # a damaged copy on disk: the pack's own header is read instead
             if not isinstance(decoded, int):
                 return decoded[0], decoded[1], kept
         try:
             head = self.client.get_range(key, 0, min(size, HEAD_BYTES))
-            decoded = decode_pack_header(key, head)
+            decoded = decode_pack_header(self.client.where(key), head)
             if isinstance(decoded, int):
                 head += self.client.get_range(key, len(head), decoded)
-                decoded = decode_pack_header(key, head)
+                decoded = decode_pack_header(self.client.where(key), head)
                 assert not isinstance(decoded, int)
         except FileNotFoundError:
             return None  # deleted by a gc since the listing
@@ -556,7 +559,7 @@ class Packs:
             with self.lock:
                 for pack, head in entries:
                     if pack in listed and pack not in self.pack_ids:
-                        decoded = decode_pack_header(pack, head)
+                        decoded = decode_pack_header(self.client.where(pack), head)
                         if isinstance(decoded, int):
                             raise RepositoryError(f"{self.client.where(key)}: damaged index entry for {pack}")
                         self._add_pack(pack, decoded[0], decoded[1], head)
@@ -660,7 +663,7 @@ class Packs:
     def _write_pack(self, objects: list[tuple[ObjectId, bytes | None, float]], commits: list[tuple[bytes, float]]) -> None:
         """Put a new pack and index it here (a write of this client)."""
         key, data = self._put_pack(objects, commits)
-        decoded = decode_pack_header(key, data)
+        decoded = decode_pack_header(self.client.where(key), data)
         assert not isinstance(decoded, int)
         start, header = decoded
         with self.lock:
@@ -799,7 +802,7 @@ class Packs:
         if whole is None:
             return
         data = whole[0]
-        decoded = decode_pack_header(key, data)
+        decoded = decode_pack_header(self.client.where(key), data)
         assert not isinstance(decoded, int)
         start, header = decoded
         kept_objects: list[tuple[ObjectId, bytes | None, float]] = []
@@ -834,7 +837,7 @@ class Packs:
             if found is None:
                 continue  # a gc rewrote it meanwhile
             read.append(key)
-            decoded = decode_pack_header(key, found[0])
+            decoded = decode_pack_header(self.client.where(key), found[0])
             if isinstance(decoded, int):
                 raise RepositoryError(f"{self.client.where(key)}: truncated pack")
             start, header = decoded
