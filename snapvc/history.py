@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import threading
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from types import NoneType
 from typing import Any, NamedTuple
@@ -33,7 +33,7 @@ from snapvc.encoding.writer import element_encoder
 from snapvc.ids import ObjectId
 from snapvc.objects import MAP, SEQ, Commit
 
-__all__ = ["FieldVersions", "HistoryEntry", "PathProbe", "path_changes", "path_history", "touches"]
+__all__ = ["FieldVersions", "HistoryEntry", "PathProbe", "commits_behind", "path_changes", "path_history", "touches"]
 
 Path = tuple[str | int, ...]
 
@@ -309,3 +309,21 @@ class FieldVersions:
             self._nodes.clear()
         self._nodes[oid] = found
         return found
+
+
+def commits_behind(get_commit: Callable[[ObjectId], Commit], tips: Iterable[ObjectId],
+                   known: Callable[[list[ObjectId]], Collection[ObjectId]]) -> list[Commit]:
+    """The commits ``tips`` reach that ``known`` does not name, parents first: what a
+    push, a clone or an export must send. The walk stops at a known commit, as all that
+    lies behind it is known too (a repository that holds a commit holds its history).
+    ``known`` is asked once per level of the walk, with that level's commits."""
+    found: dict[ObjectId, Commit] = {}
+    waiting = list(dict.fromkeys(tips))
+    while waiting:
+        have = known(waiting)
+        level, waiting = [oid for oid in waiting if oid not in have and oid not in found], []
+        for oid in level:
+            commit = found[oid] = get_commit(oid)
+            waiting.extend(p for p in commit.parents if p not in found)
+        waiting = list(dict.fromkeys(waiting))
+    return sorted(found.values(), key=lambda c: (c.generation, c.timestamp_us, c.id))

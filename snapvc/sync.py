@@ -43,6 +43,7 @@ from snapvc.errors import (
     RefNotFoundError,
     RepositoryError,
 )
+from snapvc.history import commits_behind
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, Commit
 from snapvc.refs.names import HEADS, TAGS, branch_ref, check_ref_name, short_name
@@ -233,16 +234,8 @@ def _track(repo: Repository, remote: str | None, branch: str, tip: ObjectId, rea
 def missing_commits(src: Repository, dst: Repository, tips: Iterable[ObjectId]) -> list[Commit]:
     """The commits reachable from ``tips`` in ``src`` that ``dst`` lacks, parents first."""
     known = set(dst.commits.ids())
-    out: dict[ObjectId, Commit] = {}
-    waiting = [t for t in dict.fromkeys(tips) if t not in known]
-    while waiting:
-        oid = waiting.pop()
-        if oid in out:
-            continue
-        commit = src.get_commit(oid, walking=True)
-        out[oid] = commit
-        waiting.extend(p for p in commit.parents if p not in known and p not in out)
-    return sorted(out.values(), key=lambda c: (c.generation, c.timestamp_us, c.id))
+    return commits_behind(lambda oid: src.get_commit(oid, walking=True), tips,
+                          lambda batch: known.intersection(batch))
 
 
 def _refresh(repo: Repository) -> None:

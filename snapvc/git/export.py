@@ -41,6 +41,7 @@ from dulwich.repo import Repo
 from snapvc.errors import GitError, UnknownRevisionError
 from snapvc.git.layout import TreeWriter, state_of
 from snapvc.git.results import ExportResult, ImportResult
+from snapvc.history import commits_behind
 from snapvc.ids import ObjectId
 from snapvc.objects import Commit
 
@@ -177,25 +178,15 @@ def export_git(repo: Repository, path: str | os.PathLike[str], branches: Iterabl
 def _commits_to_write(repo: Repository, tips: list[ObjectId], commit_map: GitCommitMap,
                       target: Repo) -> tuple[list[Commit], dict[bytes, bytes]]:
     """The commits behind ``tips`` that ``target`` lacks, parents first, and the git
-    shas known so far (of the commits it holds already, where the walk stopped)."""
-    shas: dict[bytes, bytes] = {}
-    todo: dict[bytes, Commit] = {}
-    waiting = list(dict.fromkeys(tips))
-    while waiting:
-        batch, waiting = waiting, []
-        mapped = commit_map.get_many(batch)
-        for oid in batch:
-            if oid in shas or oid in todo:
-                continue
-            sha = mapped.get(oid)
-            if sha is not None and sha in target.object_store:
-                shas[oid] = sha  # in the target, and so is everything behind it
-                continue
-            commit = repo.get_commit(ObjectId(oid), walking=True)
-            todo[oid] = commit
-            waiting.extend(p for p in commit.parents if p not in shas and p not in todo)
-    ordered = sorted(todo.values(), key=lambda c: (c.generation, c.timestamp_us))  # parents have lower generations
-    return ordered, shas
+    shas of the commits it holds already where the walk stopped (and of such tips)."""
+
+    def in_target(batch: list[ObjectId]) -> set[ObjectId]:
+        return {oid for oid, sha in commit_map.get_many(batch).items() if sha in target.object_store}
+
+    todo = commits_behind(lambda oid: repo.get_commit(oid, walking=True), tips, in_target)
+    new = {c.id for c in todo}
+    stops = {p for c in todo for p in c.parents if p not in new} | {t for t in tips if t not in new}
+    return todo, commit_map.get_many(list(stops))
 
 
 def _push(target: Repo, url: str, refs: list[str], force: bool) -> list[str]:
