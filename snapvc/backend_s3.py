@@ -41,7 +41,7 @@ from snapvc.store.sqlite import DURABILITY_MODES
 
 __all__ = ["S3Backend", "open_s3_backend"]
 
-# How long a read gc epoch is trusted (a commit asks twice; see ``Backend.gc_epoch``).
+# How long a read gc epoch is trusted: a request per commit at most once a second (see ``Backend.gc_epoch``).
 _EPOCH_SECONDS = 1.0
 
 
