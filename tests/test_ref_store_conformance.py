@@ -238,18 +238,26 @@ def test_threads_lose_no_update(store: RefStore) -> None:
 
 # --- several processes on one SQLite file ------------------------------------------
 
+# A worker process: opens the ref store the first argument names (code of _OPEN), then,
+# once told to go, adds 1 to a counter ref by compare-and-swap N times, retrying lost races.
 _WORKER = textwrap.dedent(
     """
     import sys
-    from snapvc.refs.sqlite import SqliteRefStore
-    from snapvc.store.sqlite import SqliteFile
     from snapvc.ids import ObjectId
 
-    refs = SqliteRefStore(SqliteFile(sys.argv[1]))
+    kind, where, times = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if kind == "sqlite":
+        from snapvc.refs.sqlite import SqliteRefStore
+        from snapvc.store.sqlite import SqliteFile
+        refs = SqliteRefStore(SqliteFile(where))
+    else:
+        from snapvc.refs.s3 import S3RefStore
+        from snapvc.store.s3 import S3Client, S3Location
+        refs = S3RefStore(S3Client(S3Location.parse(where)))
     print("ready", flush=True)
     sys.stdin.readline()  # wait until every worker is ready, so they race
     done = lost = 0
-    while done < 50:
+    while done < times:
         current = refs.get("refs/heads/counter")
         n = int.from_bytes(current, "big") if current is not None else 0
         if refs.compare_and_swap("refs/heads/counter", current, ObjectId((n + 1).to_bytes(32, "big")), "increment"):
@@ -261,41 +269,52 @@ _WORKER = textwrap.dedent(
 )
 
 
-def test_two_processes_lose_no_update(tmp_path: Path) -> None:
-    path = tmp_path / "shared.snapvc"
-    file = SqliteFile(path)
-    refs = SqliteRefStore(file)  # create the tables before the workers start
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WORKER, str(path)],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
+@pytest.mark.parametrize(("kind", "workers", "times"), [("sqlite", 2, 50), ("s3", 3, 25)])
+def test_processes_racing_on_one_ref_lose_no_update(kind: str, workers: int, times: int, tmp_path: Path,
+                                                    request: pytest.FixtureRequest) -> None:
+    if kind == "sqlite":
+        where = str(tmp_path / "shared.snapvc")
+        file = SqliteFile(where)
+        SqliteRefStore(file)  # create the tables before the workers start
+        file.close()
+    else:  # a real S3 server: SeaweedFS on 127.0.0.1 (tests/conftest.py)
+        where = request.getfixturevalue("s3_url")
+    racers = [subprocess.Popen([sys.executable, "-c", _WORKER, kind, where, str(times)], cwd=ROOT,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for _ in range(workers)]
     try:
-        for w in workers:
-            assert w.stdout is not None
-            line = w.stdout.readline()
-            assert line == "ready\n", line + (w.stderr.read() if w.stderr else "")
-        for w in workers:
-            assert w.stdin is not None
-            w.stdin.write("go\n")
-            w.stdin.flush()
-        for w in workers:
-            out, err = w.communicate(timeout=60)
-            assert w.returncode == 0, err
+        for r in racers:
+            assert r.stdout is not None
+            line = r.stdout.readline()
+            assert line == "ready\n", line + (r.stderr.read() if r.stderr else "")
+        for r in racers:
+            assert r.stdin is not None
+            r.stdin.write("go\n")
+            r.stdin.flush()
+        outputs = [r.communicate(timeout=120) for r in racers]
+        assert all(r.returncode == 0 for r in racers), outputs
     finally:
-        for w in workers:
-            if w.poll() is None:
-                w.kill()
-    assert refs.get("refs/heads/counter") == oid(100)
-    log = refs.reflog("refs/heads/counter")
-    assert len(log) == 100
-    # The reflog is one unbroken chain: 0 -> 1 -> ... -> 100.
-    assert [e.new for e in reversed(log)] == [oid(n) for n in range(1, 101)]
-    assert [e.old for e in reversed(log)] == [None] + [oid(n) for n in range(1, 100)]
-    file.close()
+        for r in racers:
+            if r.poll() is None:
+                r.kill()
+    total = workers * times
+    if kind == "sqlite":
+        file = SqliteFile(where)
+        refs: RefStore = SqliteRefStore(file)
+    else:
+        from snapvc.refs.s3 import S3RefStore
+        from snapvc.store.s3 import S3Client, S3Location
+
+        client = S3Client(S3Location.parse(where))
+        refs = S3RefStore(client)
+    try:
+        assert refs.get("refs/heads/counter") == oid(total)
+        log = refs.reflog("refs/heads/counter")
+        # The reflog is one unbroken chain: 0 -> 1 -> ... -> total.
+        assert [e.new for e in reversed(log)] == [oid(n) for n in range(1, total + 1)]
+        assert [e.old for e in reversed(log)] == [None] + [oid(n) for n in range(1, total)]
+    finally:
+        if kind == "sqlite":
+            file.close()
+        else:
+            client.close()
