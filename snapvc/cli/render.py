@@ -136,7 +136,7 @@ def graph_markup(graph: str) -> str:
         if char == " ":
             out.append(char)
         else:
-            column = (i + 1) // 2 if char in "/\\" else i // 2
+            column = (i + 1) // 2 if char in "/\\_" else i // 2
             out.append(f"[{_LINE_COLOURS[column % len(_LINE_COLOURS)]}]{escape(char)}[/]")
     return "".join(out)
 
