@@ -47,6 +47,7 @@ from snapvc.errors import (
     SnapvcError,
     UnknownRevisionError,
     CheckpointNotFoundError,
+    TypeAdapterError,
     UnknownTypeError,
     UnsupportedValueError,
 )
@@ -112,6 +113,7 @@ __all__ = [
     "SnapvcError",
     "UnsupportedValueError",
     "UnknownTypeError",
+    "TypeAdapterError",
     "PathError",
     "PatchError",
     "GitError",

@@ -3,6 +3,7 @@
     SnapvcError
     ├── UnsupportedValueError        a value snapvc cannot store (names the path in the state)
     ├── UnknownTypeError             a stored typed value whose adapter is not registered
+    ├── TypeAdapterError             a registered type's from_fields raised (names the adapter and the class)
     ├── PathError                    a dotted path into a State that does not lead where asked
     ├── PatchError                   a JSON Patch operation that cannot be applied (names it)
     ├── GitError                     a git repository snapvc cannot read or write, or a push refused
@@ -36,6 +37,7 @@ __all__ = [
     "SnapvcError",
     "UnsupportedValueError",
     "UnknownTypeError",
+    "TypeAdapterError",
     "PathError",
     "PatchError",
     "GitError",
@@ -84,6 +86,20 @@ class UnknownTypeError(SnapvcError, TypeError):
         super().__init__(
             f"stored value of type {type_name!r} cannot be rebuilt: import its module or "
             f"register it with snapvc.register_type(...) before reading"
+        )
+
+
+class TypeAdapterError(SnapvcError):
+    """A registered type's ``from_fields`` raised while rebuilding a stored value: the
+    stored data decoded, the user's code failed on it. ``type_name`` is the name it is
+    stored under, ``cls`` the class the adapter builds; the error raised is the cause."""
+
+    def __init__(self, type_name: str, cls: type, error: BaseException) -> None:
+        self.type_name = type_name
+        self.cls = cls
+        super().__init__(
+            f"the adapter of {type_name!r} ({cls.__module__}.{cls.__qualname__}) failed to rebuild a stored value: "
+            f"its from_fields raised {type(error).__name__}: {error}"
         )
 
 

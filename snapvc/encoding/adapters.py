@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from snapvc.errors import UnknownTypeError
+from snapvc.errors import SnapvcError, TypeAdapterError, UnknownTypeError
 
 __all__ = ["TypeAdapter", "register_type", "adapter_for_value", "adapter_for_name"]
 
@@ -45,6 +45,23 @@ _PYDANTIC_PRIVATE = "__private__"
 
 _by_type: dict[type, TypeAdapter] = {}
 _by_name: dict[str, TypeAdapter] = {}
+
+
+def _adapter(name: str, cls: type, to_fields: Callable[[Any], dict[str, Any]],
+             from_fields: Callable[[dict[str, Any]], Any]) -> TypeAdapter:
+    """An adapter whose ``from_fields`` names itself when it fails: the stored value was
+    read and decoded, so the error is the class's code's, not the data's (which a
+    decoder would otherwise report as a corrupt object)."""
+
+    def rebuild(fields: dict[str, Any]) -> Any:
+        try:
+            return from_fields(fields)
+        except SnapvcError:
+            raise  # already says what and where (a nested value snapvc cannot rebuild)
+        except Exception as exc:
+            raise TypeAdapterError(name, cls, exc) from exc
+
+    return TypeAdapter(name, cls, to_fields, rebuild)
 
 
 def _type_name(cls: type) -> str:
@@ -70,7 +87,7 @@ def register_type(
             raise TypeError(f"{cls!r} is not a dataclass or pydantic model: give to_fields and from_fields")
         to_fields = to_fields or auto.to_fields
         from_fields = from_fields or auto.from_fields
-    adapter = TypeAdapter(name or _type_name(cls), cls, to_fields, from_fields)
+    adapter = _adapter(name or _type_name(cls), cls, to_fields, from_fields)
     _by_type[cls] = adapter
     _by_name[adapter.name] = adapter
     return adapter
@@ -93,7 +110,7 @@ def _automatic_adapter(cls: type) -> TypeAdapter | None:
                 object.__setattr__(obj, n, v)
             return obj
 
-        return TypeAdapter(_type_name(cls), cls, dc_to, dc_from)
+        return _adapter(_type_name(cls), cls, dc_to, dc_from)
     if _is_pydantic_model(cls):
         names = tuple(cls.model_fields)  # type: ignore[attr-defined]
 
@@ -119,7 +136,7 @@ def _automatic_adapter(cls: type) -> TypeAdapter | None:
                 object.__setattr__(obj, "__pydantic_private__", {**(obj.__pydantic_private__ or {}), **private})
             return obj
 
-        return TypeAdapter(_type_name(cls), cls, pd_to, pd_from)
+        return _adapter(_type_name(cls), cls, pd_to, pd_from)
     return None
 
 

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import msgpack
 
-from snapvc.encoding.values import REF_PREFIX, array_header, ext_hook, map_header
+from snapvc.encoding.values import EXT_TYPED, REF_PREFIX, array_header, ext_hook, map_header
 from snapvc.errors import CorruptObjectError, SnapvcError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, KIND_NAMES, MAP, SEQ, TEXT, split_object
@@ -98,9 +98,19 @@ def inner_payload(kind: int, tag: Any, level: int, entries: list[Any], pack: Pac
             + array_header(n) + b"".join([pack(c) for _, c in entries]))
 
 
-def decode_node(oid: bytes, data: bytes) -> tuple[int, Any]:
+def _walk_hook(code: int, data: bytes) -> Any:
+    """``ext_hook`` for walks of the object graph: an inline typed value is checked to
+    decode and stays its ``(name, fields)`` pair. Rebuilding it would need the classes of
+    the process that stored it, which fsck, gc or a push from the command line lack."""
+    if code == EXT_TYPED:
+        return tuple(msgpack.unpackb(data, ext_hook=_walk_hook, raw=False))
+    return ext_hook(code, data)
+
+
+def decode_node(oid: bytes, data: bytes, *, rebuild_types: bool = True) -> tuple[int, Any]:
     """``(kind, decoded payload)`` of an object's canonical bytes: the payload list of a
-    node (see the table above), or the raw bytes of a BLOB."""
+    node (see the table above), or the raw bytes of a BLOB. ``rebuild_types=False``: for
+    walks that need a node's children, not its values; inline typed values are not rebuilt."""
     kind = data[0] if data else -1
     if kind == BLOB:
         return kind, data[1:]
@@ -108,7 +118,7 @@ def decode_node(oid: bytes, data: bytes) -> tuple[int, Any]:
         split_object(ObjectId(oid), data)  # raises the right error for unknown kinds
         raise CorruptObjectError(ObjectId(oid), f"a {KIND_NAMES[kind]} object cannot be a value")
     try:
-        node = msgpack.unpackb(memoryview(data)[1:], ext_hook=ext_hook, raw=False)
+        node = msgpack.unpackb(memoryview(data)[1:], ext_hook=ext_hook if rebuild_types else _walk_hook, raw=False)
     except SnapvcError:
         raise
     except Exception as exc:

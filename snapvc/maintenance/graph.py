@@ -68,7 +68,7 @@ def read_children(oid: ObjectId, data: bytes) -> list[Edge]:
         return []
     if kind == COMMIT:
         raise CorruptObjectError(oid, "a commit object where a state node was expected")
-    kind, node = decode_node(oid, data)
+    kind, node = decode_node(oid, data, rebuild_types=False)  # a walk needs no user classes
     try:
         ids = children_of(kind, node)
         if node[1]:  # an inner node: children are parts of the same container

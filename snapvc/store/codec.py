@@ -312,6 +312,10 @@ class _Wrapper:
 # Longer chains store less (measured on the agent run: 8 -> 16 saves 5% of the file) but a
 # read of a deep object decodes more frames (a fresh checkout of it took 31 -> 53 ms).
 MAX_DELTA_DEPTH = 16
+# The longest chain a read follows: as deep as a frame's depth byte can state. Writers keep
+# chains to MAX_DELTA_DEPTH (a little more where another writer stored an object first,
+# with another frame); anything longer is a damaged or hostile file.
+MAX_DELTA_CHAIN = 255
 
 
 class CompressedStore(_Wrapper):
@@ -495,7 +499,8 @@ class CompressedStore(_Wrapper):
         self._recent_size = 0
         self._loaded_dictionaries = False
 
-    def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
+    def get_many(self, ids: Iterable[ObjectId], _depth: int = 0) -> dict[ObjectId, bytes]:
+        """Canonical bytes of ``ids``; ``_depth`` is for reading delta bases (``_read_bases``)."""
         out: dict[ObjectId, bytes] = {}
         wanted = []
         for oid in ids:
@@ -508,7 +513,7 @@ class CompressedStore(_Wrapper):
             return out
         frames = self.inner.get_many(wanted)
         bases = {oid: frame_base(oid, frame) for oid, frame in frames.items() if frame and frame[0] == CODEC_ZSTD_DELTA}
-        base_bytes = self.get_many([b for b in set(bases.values()) if b is not None]) if bases else {}
+        base_bytes = self._read_bases(bases, _depth) if bases else {}
         decoded = self._decode_batch(frames) if len(frames) >= PARALLEL_ITEMS else {}
         for oid, frame in frames.items():
             data = decoded.get(oid)
@@ -530,6 +535,34 @@ class CompressedStore(_Wrapper):
             out[oid] = data
         return out
 
+    def _read_bases(self, bases: dict[ObjectId, ObjectId | None], depth: int) -> dict[ObjectId, bytes]:
+        """The canonical bytes of the bases of delta frames (``bases``: frame -> base), read
+        through ``get_many``, so a base that is itself a delta has its base read in turn;
+        ``depth``: how many frames deep in their chains these are. A chain that loops (a
+        frame based on itself, two frames based on each other) or runs on without end can
+        only be damage: it is reported naming a frame of it, where a plain recursion
+        would run out of stack."""
+        for oid, base in bases.items():
+            if base == oid:
+                raise CorruptObjectError(oid, "its delta base is itself")
+        if depth >= MAX_DELTA_CHAIN:
+            raise self._endless_chain(next(oid for oid, base in bases.items() if base is not None))
+        return self.get_many({base for base in bases.values() if base is not None}, depth + 1)
+
+    def _endless_chain(self, oid: ObjectId) -> CorruptObjectError:
+        """The error for a chain deeper than any writer makes, through ``oid``: it loops
+        (which frames), or it is only too long."""
+        chain = [oid]
+        while len(chain) <= MAX_DELTA_CHAIN:
+            frame = self.inner.get_many([chain[-1]]).get(chain[-1])
+            base = frame_base(chain[-1], frame) if frame is not None else None
+            if base is None:
+                break
+            if base in chain:
+                loop = chain[chain.index(base):] + [base]
+                return CorruptObjectError(oid, f"its delta chain loops: {' -> '.join(o.short for o in loop)}")
+            chain.append(base)
+        return CorruptObjectError(oid, f"its delta chain is more than {MAX_DELTA_CHAIN} frames long")
 
     def _decode_batch(self, frames: dict[ObjectId, bytes]) -> dict[ObjectId, bytes]:
         """Full zstd frames of a large read (a checkout of a large state) decoded by zstd's
