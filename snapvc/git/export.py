@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 from dulwich import porcelain
@@ -38,7 +38,7 @@ from dulwich.objects import Commit as GitCommit
 from dulwich.objects import ShaFile, Tag
 from dulwich.repo import Repo
 
-from snapvc.errors import GitError, UnknownRevisionError
+from snapvc.errors import GitError, UnknownRevisionError, UnsupportedValueError
 from snapvc.git.layout import TreeWriter, state_of
 from snapvc.git.results import ExportResult, ImportResult
 from snapvc.history import commits_behind
@@ -212,30 +212,93 @@ def _push(target: Repo, url: str, refs: list[str], force: bool) -> list[str]:
 # -- import -------------------------------------------------------------------------------------
 
 
-def _parse_message(text: str) -> tuple[str, dict[str, Any] | None, int | None, str | None]:
-    """(message, metadata, microseconds, snapvc id) of a git commit message: the
-    trailers ``_git_message`` writes, or the whole text (less its final newline) when
-    it has none."""
-    cut = text.rfind("\n\n")
-    block = text[cut + 2:] if cut >= 0 else ""
-    lines = block.splitlines()
+class _Trailers(NamedTuple):
+    """A git commit message read: the snapvc message, and what its trailers hold."""
+
+    message: str
+    metadata: dict[str, Any] | None
+    time: tuple[int, int] | None  # (seconds, microseconds)
+    claimed: str | None  # the snapvc commit id it was exported from, hex
+
+
+_TIME = re.compile(r"([0-9]+)\.([0-9]{6})")
+_HEX_ID = re.compile(r"[0-9a-f]{64}")
+
+
+def _parse_message(text: str, where: str) -> _Trailers:
+    """The message and trailers ``_git_message`` wrote, or the whole text (less its
+    final newline) when its last paragraph does not end with ``Snapvc-Commit``. A
+    trailer that does not parse is a ``GitError`` naming ``where`` (the commit): it
+    would otherwise be lost, or its commit rebuilt wrongly."""
+    body = text[:-1] if text.endswith("\n") else text
+    cut = body.rfind("\n\n")
+    # "\n" only: a metadata string may hold U+2028 or \x1c, which str.splitlines splits on
+    lines = body[cut + 2:].split("\n") if cut >= 0 else []
     if not lines or not lines[-1].startswith(_TRAILER_COMMIT):
-        return (text[:-1] if text.endswith("\n") else text), None, None, None
-    metadata: dict[str, Any] | None = None
-    micros: int | None = None
-    for line in lines[:-1]:
-        if line.startswith(_TRAILER_METADATA):
-            metadata = orjson.loads(line[len(_TRAILER_METADATA):])
-        elif line.startswith(_TRAILER_TIME):
-            micros = int(line[len(_TRAILER_TIME):].partition(".")[2] or 0)
-    return text[:cut], metadata, micros, lines[-1][len(_TRAILER_COMMIT):].strip()
+        return _Trailers(body, None, None, None)
+    fields: dict[str, str] = {}
+    for line in lines:
+        label = next((t for t in (_TRAILER_METADATA, _TRAILER_TIME, _TRAILER_COMMIT) if line.startswith(t)), None)
+        if label is None:
+            raise GitError(f"{where}: the line {line!r} among its Snapvc trailers is none of them (Snapvc-Metadata, "
+                           "Snapvc-Time, Snapvc-Commit)")
+        if label in fields:
+            raise GitError(f"{where}: the trailer {label.rstrip(': ')} appears twice")
+        fields[label] = line[len(label):]
+    claimed = fields[_TRAILER_COMMIT]
+    if not _HEX_ID.fullmatch(claimed):
+        raise GitError(f"{where}: the trailer Snapvc-Commit: {claimed!r} is not a snapvc commit id (64 hex digits)")
+    metadata = None
+    if _TRAILER_METADATA in fields:
+        try:
+            metadata = orjson.loads(fields[_TRAILER_METADATA])
+        except orjson.JSONDecodeError as exc:
+            raise GitError(f"{where}: the trailer Snapvc-Metadata is not JSON: {exc}") from None
+        if not isinstance(metadata, dict):
+            raise GitError(f"{where}: the trailer Snapvc-Metadata holds a {type(metadata).__name__}, not a JSON object")
+    time = None
+    if _TRAILER_TIME in fields:
+        match = _TIME.fullmatch(fields[_TRAILER_TIME])
+        if match is None:
+            raise GitError(f"{where}: the trailer Snapvc-Time: {fields[_TRAILER_TIME]!r} is not "
+                           "<seconds>.<six digits of microseconds>")
+        time = int(match.group(1)), int(match.group(2))
+    return _Trailers(body[:cut], metadata, time, claimed)
+
+
+def _text(raw: bytes, git_commit: GitCommit, what: str, where: str) -> str:
+    """A commit's message or author as text, in the encoding its header names (git's
+    default: UTF-8). Bytes that are not in it are an error, not replaced: the text
+    would be stored changed."""
+    encoding = (git_commit.encoding or b"UTF-8").decode("ascii", "replace")
+    try:
+        return raw.decode(encoding)
+    except LookupError:
+        raise GitError(f"{where}: its encoding header {encoding!r} names no text encoding Python knows") from None
+    except UnicodeDecodeError as exc:
+        raise GitError(f"{where}: its {what} is not {encoding} text (byte {exc.start}: {exc.reason})") from None
+
+
+def _commit_time(git_commit: GitCommit, trailers: _Trailers, where: str) -> datetime:
+    """The author time, to the microsecond the Snapvc-Time trailer adds. A trailer whose
+    seconds are not the author time's was left behind by a change of the date in git:
+    git's date wins (the commit then rebuilds inexactly, and is reported so)."""
+    seconds = git_commit.author_time
+    micros = trailers.time[1] if trailers.time is not None and trailers.time[0] == seconds else 0
+    try:
+        return datetime.fromtimestamp(seconds, UTC).replace(microsecond=micros)
+    except (OverflowError, OSError, ValueError):
+        raise GitError(f"{where}: its author time {seconds} is out of the range of dates") from None
 
 
 def import_git(repo: Repository, path: str | os.PathLike[str], branches: Iterable[str] | None = None) -> ImportResult:
     """Read the history of ``branches`` (default: every branch, and every tag) of the
     git repository at ``path`` into ``repo``, and point branches and tags of the same
     names at it (moving existing ones). Each commit's tree is read as a state (see
-    ``snapvc.git.layout``); commits that snapvc exported come back exactly."""
+    ``snapvc.git.layout``); commits that snapvc exported come back exactly. A commit
+    that cannot be read whole (files that do not map one-to-one onto a state, a
+    trailer or a text that does not parse) is a ``GitError`` naming it, raised before
+    any ref moves."""
     try:
         source = Repo(str(path))
     except NotGitRepository:
@@ -250,7 +313,7 @@ def import_git(repo: Repository, path: str | os.PathLike[str], branches: Iterabl
                 raise GitError(f"no branch {sorted(missing)[0][len('refs/heads/'):]!r} in {path}")
             refs = {name: sha for name, sha in refs.items() if name in wanted}
         tips = {name: _peel(source, sha, name) for name, sha in refs.items()}
-        order = _parents_first(source, [sha for sha in tips.values() if sha is not None])
+        order = _parents_first(source, list(tips.values()), path)
         commit_map = GitCommitMap(repo)
         ids: dict[bytes, ObjectId] = {}
         memo: dict[Any, Any] = {}
@@ -258,16 +321,22 @@ def import_git(repo: Repository, path: str | os.PathLike[str], branches: Iterabl
         for sha in order:
             git_commit = source[sha]
             assert isinstance(git_commit, GitCommit)
-            message, metadata, micros, claimed = _parse_message(git_commit.message.decode("utf-8", "replace"))
+            where = f"commit {sha.decode()}"
+            trailers = _parse_message(_text(git_commit.message, git_commit, "message", where), where)
+            claimed = trailers.claimed
             if claimed is not None and _already_here(repo, claimed, sha, commit_map):
                 ids[sha] = ObjectId.from_hex(claimed)
                 continue
-            author = git_commit.author.decode("utf-8", "replace")
-            name, at = _IDENTITY.match(author), git_commit.author_time
-            when = datetime.fromtimestamp(at, UTC).replace(microsecond=micros or 0)
-            state = state_of(git_commit.tree, source.__getitem__, memo)
-            made = repo.commit_tree(state, [ids[p] for p in git_commit.parents], message, metadata,
-                                    author=name.group(1) if name and name.group(2) == "" else author, date=when)
+            author = _text(git_commit.author, git_commit, "author", where)
+            name = _IDENTITY.match(author)
+            if name and name.group(2) == "":  # "root <>": a snapvc author without an email
+                author = name.group(1)
+            state = state_of(git_commit.tree, source.__getitem__, memo, where=where)
+            try:
+                made = repo.commit_tree(state, [ids[p] for p in git_commit.parents], trailers.message,
+                                        trailers.metadata, author=author, date=_commit_time(git_commit, trailers, where))
+            except UnsupportedValueError as exc:  # e.g. JSON files nesting deeper than a state may
+                raise GitError(f"{where}: its files hold a value a state cannot: {exc}") from exc
             ids[sha] = made.id
             new += 1
             if claimed is not None:
@@ -279,8 +348,6 @@ def import_git(repo: Repository, path: str | os.PathLike[str], branches: Iterabl
         set_branches: dict[str, ObjectId] = {}
         set_tags: dict[str, ObjectId] = {}
         for ref, sha in tips.items():
-            if sha is None:
-                continue
             if ref.startswith("refs/heads/"):
                 set_branches[ref[len("refs/heads/"):]] = repo.branch(ref[len("refs/heads/"):], at=ids[sha], force=True).id
             else:
@@ -293,10 +360,7 @@ def import_git(repo: Repository, path: str | os.PathLike[str], branches: Iterabl
 def _already_here(repo: Repository, claimed: str, sha: bytes, commit_map: GitCommitMap) -> bool:
     """Whether the snapvc commit a git commit names is in ``repo`` and was exported as
     that very git commit (so it need not be rebuilt)."""
-    try:
-        oid = ObjectId.from_hex(claimed)
-    except ValueError:
-        return False
+    oid = ObjectId.from_hex(claimed)  # a well-formed id: _parse_message saw to it
     if commit_map.get_many([oid]).get(oid) != sha:
         return False
     try:
@@ -306,18 +370,32 @@ def _already_here(repo: Repository, claimed: str, sha: bytes, commit_map: GitCom
     return True
 
 
-def _peel(source: Repo, sha: bytes, name: str) -> bytes | None:
-    """The commit a ref names (through annotated tags); None for a ref to a tree or blob."""
-    obj: ShaFile = source[sha]
+def _peel(source: Repo, sha: bytes, name: str) -> bytes:
+    """The commit a ref names (through annotated tags). A ref to a tree or a blob is a
+    ``GitError``: a snapvc branch or tag points at a commit, and the ref is not to be
+    passed over without a word."""
+    obj = _object(source, sha, f"{name} names")
     while isinstance(obj, Tag):
-        obj = source[obj.object[1]]
-    return obj.id if isinstance(obj, GitCommit) else None
+        obj = _object(source, obj.object[1], f"the tag {name} names")
+    if not isinstance(obj, GitCommit):
+        raise GitError(f"{name} names {type(obj).__name__.lower()} {obj.id.decode()}, not a commit; snapvc refs "
+                       "name commits (import the branches you want by name)")
+    return obj.id
 
 
-def _parents_first(source: Repo, tips: list[bytes]) -> list[bytes]:
-    """Every commit behind ``tips``, each after its parents."""
+def _object(source: Repo, sha: bytes, what: str) -> ShaFile:
+    try:
+        return source[sha]
+    except KeyError:
+        raise GitError(f"{what} {sha.decode()}, which is missing from the repository") from None
+
+
+def _parents_first(source: Repo, tips: list[bytes], path: str | os.PathLike[str]) -> list[bytes]:
+    """Every commit behind ``tips``, each after its parents. A missing parent is a
+    ``GitError`` naming it (in a shallow clone, with the remedy)."""
     order: list[bytes] = []
     done: set[bytes] = set()
+    shallow = source.get_shallow()
     for tip in tips:
         stack: list[tuple[bytes, bool]] = [(tip, False)]
         while stack:
@@ -332,6 +410,10 @@ def _parents_first(source: Repo, tips: list[bytes]) -> list[bytes]:
             commit = source[sha]
             if not isinstance(commit, GitCommit):
                 raise GitError(f"{sha.decode()} is a {type(commit).__name__}, not a commit")
+            for parent in commit.parents:
+                if parent not in source:
+                    hint = (" (a shallow clone: fetch the whole history first, git fetch --unshallow)"
+                            if sha in shallow else "")
+                    raise GitError(f"commit {sha.decode()}: its parent {parent.decode()} is missing from {path}{hint}")
             stack.extend((p, False) for p in reversed(commit.parents) if p not in done)
     return order
-
