@@ -27,6 +27,7 @@ from snapvc.encoding.reader import MapView, SeqView
 from snapvc.errors import (
     AmbiguousRevisionError,
     CorruptObjectError,
+    DamagedRowsError,
     FormatVersionError,
     InvalidRefNameError,
     InvalidRevisionError,
@@ -121,6 +122,7 @@ __all__ = [
     "RepositoryNotFoundError",
     "NotARepositoryError",
     "FormatVersionError",
+    "DamagedRowsError",
     "ObjectError",
     "ObjectNotFoundError",
     "CorruptObjectError",

@@ -22,7 +22,7 @@ from snapvc.refs.sqlite import SqliteRefStore
 from snapvc.store.base import ObjectStore
 from snapvc.store.commit_index import CommitIndex, MemoryCommitIndex, SqliteCommitIndex
 from snapvc.store.memory import MemoryObjectStore
-from snapvc.store.sqlite import DURABILITY_MODES, SqliteFile, SqliteObjectStore
+from snapvc.store.sqlite import DURABILITY_MODES, SqliteFile, SqliteObjectStore, wrong
 
 __all__ = ["Backend", "open_backend", "MEMORY_URL"]
 
@@ -60,7 +60,11 @@ class Backend:
         the epoch it cached under, inside its write transaction: a change means a sweep
         ran meanwhile and the caches may name deleted objects (``snapvc.maintenance.gc``)."""
         if self.file is not None:
-            return int(self.file.get_meta("gc_epoch") or 0)
+            stored = self.file.get_meta("gc_epoch")
+            if stored is not None and not (type(stored) is str and stored.isascii() and stored.isdigit()):
+                # Guessing would let a writer keep caches that may name deleted objects.
+                raise self.file.damaged({"table 'meta' key 'gc_epoch'": f"it {wrong(stored)}, not a count of sweeps"})
+            return int(stored or 0)
         return self._gc_epoch
 
     def bump_gc_epoch(self) -> None:

@@ -10,7 +10,8 @@
     ├── RepositoryError
     │   ├── RepositoryNotFoundError  no repository at that path (and creation not asked for)
     │   ├── NotARepositoryError      the file exists but is not a snapvc repository
-    │   └── FormatVersionError       written by a newer snapvc (format or codec unknown)
+    │   ├── FormatVersionError       written by a newer snapvc (format or codec unknown)
+    │   └── DamagedRowsError         rows of the file holding values of the wrong type or size (names each)
     ├── ObjectError
     │   ├── ObjectNotFoundError      an object id that is not in the store
     │   └── CorruptObjectError       stored bytes that do not hash to their id, or do not decode
@@ -47,6 +48,7 @@ __all__ = [
     "FormatVersionError",
     "ObjectError",
     "ObjectNotFoundError",
+    "DamagedRowsError",
     "CorruptObjectError",
     "RevisionError",
     "UnknownRevisionError",
@@ -183,6 +185,23 @@ class ObjectNotFoundError(ObjectError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
+
+class DamagedRowsError(RepositoryError):
+    """Rows of a repository's file whose values have the wrong type or size (an id that is
+    not 32 bytes, a time stored as text): a hand edit or another tool wrote them.
+    ``damaged`` maps each row (a ref name, ``ref@{n}`` for a reflog entry, an object id,
+    ``table row n``) to what is wrong with it. A read of many rows reads them all before
+    raising, so every damaged one is named at once, and ``readable`` holds what it could
+    read (fsck checks those; nothing else uses a partial answer)."""
+
+    def __init__(self, file: str, damaged: dict[str, str], readable: object = None) -> None:
+        self.file = file
+        self.damaged = damaged
+        self.readable = readable
+        rows = "; ".join(f"{row}: {what}" for row, what in damaged.items())
+        super().__init__(f"{file!r} holds {len(damaged)} damaged row{'s' if len(damaged) != 1 else ''}: {rows}; "
+                         f"run 'snapvc fsck'")
+
 
 
 class CorruptObjectError(ObjectError):

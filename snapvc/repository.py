@@ -28,6 +28,7 @@ from snapvc.encoding.reader import Loader, MapView, ObjectCache
 from snapvc.encoding.writer import EncodeCache, Encoder
 from snapvc.errors import (
     CorruptObjectError,
+    DamagedRowsError,
     ObjectNotFoundError,
     RefConflictError,
     RefExistsError,
@@ -158,8 +159,17 @@ class Repository:
         self._commit_cache: dict[ObjectId, Commit] = {}  # commits are immutable
         self._verified_commits: set[ObjectId] = set()  # read from the index and found sound
         self._versions = FieldVersions(self.loader, lambda oid: self.get_commit(oid, walking=True))
-        self._gc_epoch = backend.gc_epoch()  # the gc sweeps the caches below were built after
-        if self.refs.get_symbolic("HEAD") is None and self.refs.get("HEAD") is None:
+        # A damaged gc epoch or HEAD does not stop the opening (fsck must run): a commit
+        # reads the epoch again and refuses, naming it; what reads HEAD names it too.
+        try:
+            self._gc_epoch = backend.gc_epoch()  # the gc sweeps the caches below were built after
+        except DamagedRowsError:
+            self._gc_epoch = -1
+        try:
+            no_head = self.refs.get_symbolic("HEAD") is None and self.refs.get("HEAD") is None
+        except DamagedRowsError:
+            no_head = False  # kept as it is, not replaced
+        if no_head:
             self.refs.set_symbolic("HEAD", branch_ref(DEFAULT_BRANCH))
 
     # -- lifecycle ----------------------------------------------------------------------

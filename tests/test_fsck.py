@@ -219,3 +219,34 @@ def test_bad_blocks_are_found_never_a_crash_and_never_silent(tmp_path: Path) -> 
                         pass
     print(f"bad blocks: {found} found and named, {clean} harmless (free space), of 30")
     assert found >= 10
+
+
+def test_a_missing_parent_commit_is_named_with_the_commit_that_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "parent.snapvc"
+    _make(path)
+    with snapvc.open(path) as repo:
+        child, parent = repo.resolve("main~1"), repo.resolve("main~2")
+    _sql(path, "DELETE FROM commits WHERE id = ?", parent)
+    with snapvc.open(path) as repo:
+        report = repo.fsck()
+    [problem] = [p for p in report.problems if p.object_id == parent]
+    assert problem.kind == "missing" and problem.message == f"a parent commit, named by {child}, is not stored"
+    assert "refs/heads/main" in problem.refs and "refs/heads/side" in problem.refs
+    assert any(p.startswith("main: commit ") for p in problem.paths)
+
+
+def test_a_reflog_entry_naming_a_missing_commit_is_a_bad_ref(tmp_path: Path) -> None:
+    """A commit only the reflog reaches (the branch was reset away from it), then lost."""
+    path = tmp_path / "reflog.snapvc"
+    _make(path)
+    with snapvc.open(path) as repo:
+        dropped = repo.resolve("main")
+        repo.reset("main", to="main~1")
+        assert repo.fsck().ok
+    _sql(path, "DELETE FROM commits WHERE id = ?", dropped)
+    with snapvc.open(path) as repo:
+        report = repo.fsck()
+    labels = sorted(p.refs[0] for p in report.problems if p.kind == "bad-ref" and p.object_id == dropped)
+    assert labels == ["refs/heads/main@{0}", "refs/heads/main@{1}"]  # the reset's old, the commit's new
+    assert all("which is not stored" in p.message for p in report.problems if p.object_id == dropped)
+    assert "2 bad-ref" in str(report)

@@ -15,6 +15,7 @@ import importlib.abc
 import importlib.util
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -286,16 +287,45 @@ def test_repository_paths_that_are_not_repositories(tmp_path: Path) -> None:
         snapvc.open(tmp_path / "absent.snapvc", create=False)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def _without_root_file_access(command: list[str]) -> list[str]:
+    """``command`` run so that file modes bind it: as is for a user, and for root (as the
+    tests run in CI) through util-linux's ``setpriv`` without the capabilities that let
+    root read and search whatever the mode (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH)."""
+    if os.geteuid() != 0:
+        return command
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root, and util-linux's setpriv (which drops root's file access) is not installed")
+    return [setpriv, "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", *command]
+
+
+_OPEN = """
+import sys, snapvc
+try:
+    snapvc.open(sys.argv[1]).close()
+except (snapvc.SnapvcError, PermissionError) as exc:
+    print(f"{type(exc).__name__}: {exc}")
+    sys.exit(3)
+print("opened")
+"""
+
+
 def test_an_unreadable_repository_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "locked.snapvc"
-    snapvc.open(path).close()
+    with snapvc.open(path) as repo:
+        repo.commit({"a": 1})
+    before = path.read_bytes()
     path.chmod(0)
     try:
-        with pytest.raises((snapvc.SnapvcError, PermissionError)):
-            snapvc.open(path)
+        probe = subprocess.run(_without_root_file_access(["cat", str(path)]), capture_output=True)
+        assert probe.returncode != 0, "the file is still readable: the test would prove nothing"
+        done = subprocess.run(_without_root_file_access([sys.executable, "-c", _OPEN, str(path)]),
+                              capture_output=True, text=True, timeout=60)
     finally:
         path.chmod(0o644)
+    assert done.returncode == 3 and str(path) in done.stdout, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert path.read_bytes() == before
 
 
 def test_an_unreadable_repository_as_root_a_folder_without_access(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ PUBLIC = {
     "merge_values", "Conflict", "MergeResult", "ABSENT",
     "apply_changes", "apply_patch", "to_json_patch", "diff_stat", "DiffStat", "PatchError",
     "SnapvcError", "UnsupportedValueError", "UnknownTypeError", "PathError", "RepositoryError", "RepositoryNotFoundError",
-    "NotARepositoryError", "FormatVersionError", "TypeAdapterError", "ObjectError", "ObjectNotFoundError", "CorruptObjectError",
+    "NotARepositoryError", "FormatVersionError", "DamagedRowsError", "TypeAdapterError", "ObjectError", "ObjectNotFoundError", "CorruptObjectError",
     "RevisionError", "UnknownRevisionError", "AmbiguousRevisionError", "InvalidRevisionError", "RefError",
     "InvalidRefNameError", "RefNotFoundError", "RefExistsError", "RefConflictError",
     "clone", "Remote", "PushResult", "FetchResult", "PullResult", "TransferStats", "PushRejectedError",

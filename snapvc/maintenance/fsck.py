@@ -7,8 +7,12 @@
    payload decodes as its kind says, and every object it refers to is present;
 2. checks every commit of the commit index: its fields hash to its id, its tree and
    parents are present;
-3. checks every ref and every reflog entry names a commit that is present;
-4. walks from the refs and the reflog to find what reaches each damaged object (the
+3. checks every ref and every reflog entry names a commit that is present (a stored
+   object of another kind is no commit), that every commit's tree is a state node and
+   its parents commits, and that no node has a commit for a child;
+4. reads every value the file holds that a read could trip on (ids, targets, times,
+   ages, settings) and names each row of the wrong type or size;
+5. walks from the refs and the reflog to find what reaches each damaged object (the
    refs, the commits and the state paths, e.g. ``main 1a2b3c4d5e6f: state['messages'][3]``),
    and what nothing reaches (dangling: harmless, gc removes it).
 
@@ -28,10 +32,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 
 from snapvc.encoding.jsonable import to_jsonable
-from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError, SnapvcError
+from snapvc.errors import CorruptObjectError, DamagedRowsError, ObjectNotFoundError, RefError, RepositoryError, SnapvcError
 from snapvc.ids import ObjectId
 from snapvc.maintenance.graph import Edge, Progress, batches, no_progress, read_batch, read_children, read_frames, with_bases
-from snapvc.objects import COMMIT, Commit, split_object
+from snapvc.objects import COMMIT, KIND_NAMES, Commit, split_object
 from snapvc.store.codec import open_object_store
 
 if TYPE_CHECKING:
@@ -46,11 +50,12 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class Problem:
     """One thing wrong: ``kind`` is ``"missing"`` (referred to, not stored), ``"corrupt"``
-    (stored, but does not verify or decode), ``"bad-ref"`` (a ref or reflog entry
-    naming no commit) or ``"storage"`` (the file itself is damaged: SQLite's integrity
-    check fails, or a table cannot be read); ``object_id`` what it is about (None for
-    storage); ``refs`` the refs (and reflogs) from which it is reached; ``paths`` where,
-    as ``ref commit: state path``."""
+    (stored, but does not verify or decode, or names an object of the wrong kind),
+    ``"bad-ref"`` (a ref or reflog entry naming no commit, or whose row is damaged) or
+    ``"storage"`` (the file itself is damaged: SQLite's integrity check fails, a table
+    cannot be read, a row holds a value of the wrong type or size); ``object_id`` what
+    it is about (None for storage and damaged rows); ``refs`` the refs (and reflogs)
+    from which it is reached; ``paths`` where, as ``ref commit: state path``."""
 
     kind: str
     object_id: ObjectId | None
@@ -119,16 +124,37 @@ class _Graph:
     tree and parents; and what is wrong with each damaged id."""
 
     def __init__(self) -> None:
-        self.storage: list[str] = []  # what of the file itself could not be read
+        self.problems: list[Problem] = []  # what of the file itself could not be read
         self.edges: dict[ObjectId, list[Edge]] = {}
         self.commits: dict[ObjectId, Commit] = {}
         self.present: set[ObjectId] = set()
+        self.indexed: set[ObjectId] = set()  # the commit index's ids
         self.bad: dict[ObjectId, tuple[str, str]] = {}  # id -> (kind, message)
         self.bases: dict[ObjectId, ObjectId] = {}  # delta frame -> its base
 
     def note_missing(self, child: ObjectId, parent: ObjectId, what: str) -> None:
         if child not in self.present and child not in self.bad:
             self.bad[child] = ("missing", f"{what}, named by {parent}, is not stored")
+
+    def add_commit(self, commit: Commit) -> None:
+        """A commit read whole; fields that log, show or salvage could not use (metadata
+        that is no JSON object, a time out of range: only a forged commit hashes right
+        with them) make it damaged too."""
+        self.commits[commit.id] = commit
+        try:
+            if not isinstance(orjson.loads(commit.metadata_json), dict):
+                self.bad[commit.id] = ("corrupt", "its metadata is not a JSON object")
+            commit.time  # noqa: B018 - out of range raises
+        except (ValueError, TypeError, OverflowError, OSError) as exc:
+            self.bad[commit.id] = ("corrupt", f"its fields cannot be read: {type(exc).__name__}: {exc}")
+
+    def note_kind(self, oid: ObjectId, child: ObjectId, what: str, commit: bool) -> None:
+        """``oid`` names ``child`` as ``what``, which must be a commit (``commit``) or a
+        state node: the other kind makes ``oid`` damaged (checkout would refuse it)."""
+        wrong = child in self.edges if commit else child in self.commits
+        if wrong and oid not in self.bad:
+            found = "a state node" if commit else "a commit"
+            self.bad[oid] = ("corrupt", f"{what} {child} is {found}, not {'a commit' if commit else 'a state node'}")
 
 
 def _read_all(repo: Repository, progress: Progress) -> _Graph:
@@ -139,8 +165,13 @@ def _read_all(repo: Repository, progress: Progress) -> _Graph:
     graph.present.update(ids)
     index_ids = _storage_read(graph, "the commit index", repo.commits.ids, [])
     graph.present.update(index_ids)
+    graph.indexed.update(index_ids)
+    # Ages and the gc epoch: gc and every commit read them, and a damaged one stops them.
+    _storage_read(graph, "the ages of commits", repo.commits.mtimes, {})
+    _storage_read(graph, "the gc epoch", repo.backend.gc_epoch, 0)
     parts = batches(ids)
     for batch in progress(parts, len(parts), "checking objects"):
+        _storage_read(graph, "the ages of objects", lambda: raw.mtimes(batch), {})
         try:
             graph.bases.update(read_frames(raw, batch)[1])
             found, errors = read_batch(store, batch)
@@ -155,7 +186,7 @@ def _read_all(repo: Repository, progress: Progress) -> _Graph:
             try:
                 kind, payload = split_object(oid, data)
                 if kind == COMMIT:
-                    graph.commits[oid] = Commit.decode(oid, payload)
+                    graph.add_commit(Commit.decode(oid, payload))
                 else:
                     graph.edges[oid] = read_children(oid, data)
             except SnapvcError as exc:
@@ -163,7 +194,10 @@ def _read_all(repo: Repository, progress: Progress) -> _Graph:
     for oid in progress(index_ids, len(index_ids), "checking commits"):
         try:
             commit = repo.commits.get(oid)
-        except _STORAGE_ERRORS as exc:
+        except CorruptObjectError as exc:  # a row holding values of the wrong type or size
+            graph.bad[oid] = ("corrupt", str(exc))
+            continue
+        except (*_STORAGE_ERRORS, SnapvcError) as exc:
             graph.bad[oid] = ("corrupt", f"its commit index row cannot be read: {exc}")
             continue
         if commit is None:
@@ -171,28 +205,37 @@ def _read_all(repo: Repository, progress: Progress) -> _Graph:
         if ObjectId.of(commit.encode()) != oid:
             graph.bad[oid] = ("corrupt", "the commit index holds a damaged copy: its fields do not hash to its id")
             continue
-        graph.commits[oid] = commit
+        graph.add_commit(commit)
     for oid, edges in graph.edges.items():
         for child, _ in edges:
             graph.note_missing(child, oid, "a child object")
+            graph.note_kind(oid, child, "its child", commit=False)
     for oid, commit in graph.commits.items():
         graph.note_missing(commit.tree, oid, "the state tree of a commit")
+        graph.note_kind(oid, commit.tree, "its state tree", commit=False)
         for parent in commit.parents:
             graph.note_missing(parent, oid, "a parent commit")
+            graph.note_kind(oid, parent, "its parent", commit=True)
     return graph
 
 
 # What a damaged file raises: SQLite's own errors, or the store's error for a batch of
-# rows that cannot be read (a single row is a CorruptObjectError, handled as any).
-_STORAGE_ERRORS = (sqlite3.Error, RepositoryError)
+# rows that cannot be read (a single row is a CorruptObjectError, handled as any); a
+# damaged ref (S3 names the key of its body) is a RefError.
+_STORAGE_ERRORS = (sqlite3.Error, RepositoryError, RefError)
 
 
-def _storage_read(graph: _Graph, what: str, read: Callable[[], T], default: T) -> T:
-    """``read()``, or ``default`` with a storage problem noted if the file fails it."""
+def _storage_read(graph: _Graph, what: str, read: Callable[[], T], default: T, kind: str = "storage") -> T:
+    """``read()``, with a problem of ``kind`` noted for each damaged row it met (and what
+    it could read returned), or for the whole read (and ``default`` returned)."""
     try:
         return read()
+    except DamagedRowsError as exc:
+        graph.problems += [Problem(kind, None, f"{row}: {message} (a damaged row of {exc.file!r})")
+                           for row, message in exc.damaged.items()]
+        return exc.readable  # type: ignore[return-value]
     except _STORAGE_ERRORS as exc:
-        graph.storage.append(f"{what} cannot be read: {exc}")
+        graph.problems.append(Problem(kind, None, f"{what} cannot be read: {exc}"))
         return default
 
 
@@ -226,6 +269,20 @@ def _integrity(repo: Repository) -> list[str]:
     except _STORAGE_ERRORS as exc:
         return [f"SQLite's integrity check of {str(file.path)!r} failed: {exc}"]
     return [] if rows == ["ok"] else [f"SQLite's integrity check of {str(file.path)!r}: {row}" for row in rows]
+
+
+def _not_a_commit(repo: Repository, graph: _Graph, oid: ObjectId) -> str | None:
+    """Why ``oid``, which a ref or a reflog entry names, is no commit (None: it is one,
+    or it is damaged, which the walk reports)."""
+    if oid in graph.commits or oid in graph.bad:
+        return None
+    if oid not in graph.present:
+        return "which is not stored"
+    try:  # a state node: read again for its kind, which only this rare case needs
+        kind, _ = split_object(oid, open_object_store(repo.backend.objects).get(oid))
+        return f"which is a {KIND_NAMES[kind]} object, not a commit"
+    except SnapvcError as exc:
+        return f"which is not a commit ({exc})"
 
 
 def _step(path: tuple[Any, ...]) -> str:
@@ -286,22 +343,26 @@ def fsck(repo: Repository, progress: Progress = no_progress) -> FsckReport:
     graph = _read_all(repo, progress)
     problems: list[Problem] = [Problem("storage", None, text) for text in _integrity(repo)]
     roots: dict[str, list[ObjectId]] = {}
-    refs = _storage_read(graph, "the refs", lambda: repo.refs.list(""), {})
+    refs = _storage_read(graph, "the refs", lambda: repo.refs.list(""), {}, "bad-ref")
+    _storage_read(graph, "HEAD", lambda: repo.refs.get_symbolic("HEAD"), None, "bad-ref")
     for name, oid in refs.items():
         roots.setdefault(name, []).append(oid)
-        if oid not in graph.present:
-            problems.append(Problem("bad-ref", oid, f"ref {name} names commit {oid}, which is not stored", (name,)))
+        problem = _not_a_commit(repo, graph, oid)
+        if problem is not None:
+            problems.append(Problem("bad-ref", oid, f"ref {name} names {oid}, {problem}", (name,)))
     reflog_entries = 0
-    for name in _storage_read(graph, "the reflog", repo.refs.reflog_names, []):
-        for n, entry in enumerate(_storage_read(graph, f"the reflog of {name}", lambda: repo.refs.reflog(name), [])):
+    for name in _storage_read(graph, "the reflog", repo.refs.reflog_names, [], "bad-ref"):
+        entries = _storage_read(graph, f"the reflog of {name}", lambda: repo.refs.reflog(name), [], "bad-ref")
+        for n, entry in enumerate(entries):
             reflog_entries += 1
             for oid in (entry.new, entry.old):
                 if oid is None:
                     continue
                 roots.setdefault(f"{name}@{{reflog}}", []).append(oid)
-                if oid not in graph.present:
+                problem = _not_a_commit(repo, graph, oid)
+                if problem is not None:
                     problems.append(Problem("bad-ref", oid, f"reflog entry {name}@{{{n}}} ({entry.reason!r}) names "
-                                            f"commit {oid}, which is not stored", (f"{name}@{{{n}}}",)))
+                                            f"{oid}, {problem}", (f"{name}@{{{n}}}",)))
     everything = _Walk(graph)  # one walk from every root: what is reached at all
     for label, starts in roots.items():
         for oid in starts:
@@ -319,7 +380,7 @@ def fsck(repo: Repository, progress: Progress = no_progress) -> FsckReport:
                 reaching.setdefault(oid, []).append(label)
                 known = paths.setdefault(oid, [])
                 known.extend(found[: _MAX_PATHS - len(known)])
-    problems += [Problem("storage", None, text) for text in graph.storage]
+    problems += graph.problems
     for oid, (kind, message) in graph.bad.items():
         # A missing id named only by what nothing reaches is no loss: gc keeps old nodes
         # as delta bases of newer ones, without the children it deleted.
@@ -330,8 +391,11 @@ def fsck(repo: Repository, progress: Progress = no_progress) -> FsckReport:
     dangling_objects = tuple(oid for oid in graph.edges if oid not in needed)
     dangling_commits = tuple(oid for oid in graph.commits if oid not in reached)
     return FsckReport(
-        objects=len(graph.edges) + sum(1 for oid in graph.bad if oid in graph.present),
-        commits=len(graph.commits), refs=len(refs), reflog_entries=reflog_entries, problems=tuple(problems),
+        # Damaged ids count with the objects or commits they were stored as.
+        objects=len(graph.edges) + sum(1 for oid in graph.bad if oid in graph.present and oid not in graph.edges
+                                       and oid not in graph.commits and oid not in graph.indexed),
+        commits=len(graph.commits) + sum(1 for oid in graph.indexed if oid not in graph.commits),
+        refs=len(refs), reflog_entries=reflog_entries, problems=tuple(problems),
         dangling_objects=dangling_objects, dangling_commits=dangling_commits,
         seconds=time.perf_counter() - started,
     )
@@ -375,7 +439,7 @@ def salvage(repo: Repository, folder: str | Path, progress: Progress = no_progre
         return damaged_below[root]
 
     labels: dict[ObjectId, list[str]] = {}
-    for name, oid in repo.refs.list("").items():
+    for name, oid in _storage_read(graph, "the refs", lambda: repo.refs.list(""), {}).items():
         labels.setdefault(oid, []).append(name)
     saved, lost, index = [], [], []
     commits = sorted(graph.commits.values(), key=lambda c: (c.timestamp_us, c.id))
@@ -388,8 +452,11 @@ def salvage(repo: Repository, folder: str | Path, progress: Progress = no_progre
             except SnapvcError:
                 whole = False
         (saved if whole else lost).append(commit.id)
+        try:
+            metadata, when = orjson.loads(commit.metadata_json), commit.time.isoformat()
+        except (ValueError, TypeError, OverflowError, OSError):  # a damaged commit (fsck names it): listed still
+            metadata, when = None, None
         index.append({"id": commit.id.hex, "refs": labels.get(commit.id, []), "message": commit.message,
-                      "metadata": orjson.loads(commit.metadata_json), "time": commit.time.isoformat(),
-                      "parents": [p.hex for p in commit.parents], "saved": whole})
+                      "metadata": metadata, "time": when, "parents": [p.hex for p in commit.parents], "saved": whole})
     (out / "index.json").write_bytes(orjson.dumps(index, option=orjson.OPT_INDENT_2))
     return SalvageResult(out, tuple(saved), tuple(lost))

@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -377,6 +378,17 @@ def _bases_of(repo: Repository, ids: set[ObjectId], known: dict[ObjectId, Object
     return bases
 
 
+@contextmanager
+def _stopped_by_damage() -> Iterator[None]:
+    """Reads before gc deletes anything: a damaged file (a row of the wrong type or size, a
+    page SQLite cannot read, a damaged ref) stops gc there, naming the damage; gc never
+    guesses an age or a root."""
+    try:
+        yield
+    except SnapvcError as exc:
+        raise RepositoryError(f"gc stopped before deleting anything: {exc}") from None
+
+
 def plan_gc(repo: Repository, *, grace: timedelta | float = DEFAULT_GRACE,
             reflog_expiry: timedelta | float = DEFAULT_REFLOG_EXPIRY, extra_commits: dict[ObjectId, Commit] | None = None,
             moved: dict[str, ObjectId] | None = None, extra_roots: Iterable[tuple[ObjectId, str]] = (),
@@ -387,21 +399,28 @@ def plan_gc(repo: Repository, *, grace: timedelta | float = DEFAULT_GRACE,
     grace_s, expiry_s = _seconds(grace, "grace"), _seconds(reflog_expiry, "reflog_expiry")
     now = float(repo.clock())
     store = open_object_store(repo.backend.objects)  # a fresh stack: nothing served from caches
-    ids = list(repo.backend.objects.iter_ids())
-    sizes, bases = _frames(repo, ids, progress)
-    commit_ages = repo.commits.mtimes()
+    with _stopped_by_damage():
+        ids = list(repo.backend.objects.iter_ids())
+        sizes, bases = _frames(repo, ids, progress)
+        commit_ages = repo.commits.mtimes()
+        roots = _roots(repo, now, now - expiry_s, grace_s, commit_ages, moved)
+        # Read here too, so that their damage stops gc before it starts: the epoch the
+        # sweep bumps, and HEAD, which every command reads.
+        repo.backend.gc_epoch()
+        repo.refs.get_symbolic("HEAD")
     marker = _Marker(repo, store, extra_commits or {}, set(ids))
-    marker.mark([*_roots(repo, now, now - expiry_s, grace_s, commit_ages, moved), *extra_roots])
+    marker.mark([*roots, *extra_roots])
     ages = {}
     unreachable = [oid for oid in ids if oid not in marker.objects]
-    for batch in batches(unreachable):
-        ages.update(repo.backend.objects.mtimes(batch))
+    with _stopped_by_damage():
+        for batch in batches(unreachable):
+            ages.update(repo.backend.objects.mtimes(batch))
+        all_commits = repo.commits.ids()
+        garbage_commits = {oid: len(c.encode()) for oid in all_commits if oid not in marker.commits
+                           and (c := repo.commits.get(oid)) is not None}
     young = {oid for oid in unreachable if ages.get(oid, 0.0) >= now - grace_s}
     keep = with_bases(marker.objects | young, bases)
     garbage_objects = {oid: sizes.get(oid, 0) for oid in ids if oid not in keep}
-    all_commits = repo.commits.ids()
-    garbage_commits = {oid: len(c.encode()) for oid in all_commits if oid not in marker.commits
-                       and (c := repo.commits.get(oid)) is not None}
     if extra_commits:
         garbage_commits = {oid: n for oid, n in garbage_commits.items() if oid not in extra_commits}
     return GcPlan(

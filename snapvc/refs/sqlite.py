@@ -12,10 +12,11 @@ import builtins
 import time
 from collections.abc import Callable
 
-from snapvc.ids import ObjectId
+from snapvc.errors import InvalidRefNameError
+from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.refs.base import ReflogEntry, _as_id, _check_symbolic
 from snapvc.refs.names import check_full_ref_name
-from snapvc.store.sqlite import SqliteFile
+from snapvc.store.sqlite import SqliteFile, is_number, wrong
 
 __all__ = ["SqliteRefStore"]
 
@@ -28,12 +29,39 @@ _SCHEMA = (
 )
 
 
-def _id(raw: bytes | None) -> ObjectId | None:
-    return None if raw is None else ObjectId(raw)
+def _is_id(raw: object) -> bool:
+    return type(raw) is bytes and len(raw) == ID_SIZE
+
+
+def _name_problem(name: object) -> str | None:
+    """What is wrong with a ref name read from the file (None: nothing)."""
+    if type(name) is not str:
+        return f"its name {wrong(name)}, not text"
+    try:
+        check_full_ref_name(name)
+    except InvalidRefNameError as exc:
+        return str(exc)
+    return None
+
+
+def _entry_problem(old: object, new: object, when: object, reason: object) -> str | None:
+    """What is wrong with a reflog row's columns (None: nothing)."""
+    for column, value in (("old", old), ("new", new)):
+        if value is not None and not _is_id(value):
+            return f"its {column} commit {wrong(value)}, not a 32-byte id"
+    if not is_number(when):
+        return f"its time {wrong(when)}, not a number"
+    if type(reason) is not str:
+        return f"its reason {wrong(reason)}, not text"
+    return None
 
 
 class SqliteRefStore:
-    """Tables ``refs``, ``symrefs`` and ``reflog`` of a ``SqliteFile``."""
+    """Tables ``refs``, ``symrefs`` and ``reflog`` of a ``SqliteFile``.
+
+    Every value read is checked to be what this store writes (a 32-byte target, a
+    numeric time...): a row another tool damaged raises ``DamagedRowsError`` naming the
+    ref or reflog entry, and SQLite's own errors on a damaged file a ``RepositoryError``."""
 
     def __init__(self, file: SqliteFile, clock: Callable[[], float] = time.time) -> None:
         self.file = file
@@ -44,21 +72,39 @@ class SqliteRefStore:
 
     def get(self, name: str) -> ObjectId | None:
         check_full_ref_name(name)
-        with self.file.lock:
+        with self.file.reading(f"ref {name!r}"):
             row = self.file.conn.execute("SELECT target FROM refs WHERE name = ?", (name,)).fetchone()
-        return None if row is None else ObjectId(row[0])
+        return None if row is None else self._target(name, row[0])
+
+    def _target(self, name: str, raw: object) -> ObjectId:
+        if not _is_id(raw):
+            raise self.file.damaged({f"ref {name!r}": f"its target {wrong(raw)}, not a 32-byte id"})
+        return ObjectId(raw)  # type: ignore[arg-type]
 
     def list(self, prefix: str = "refs/") -> dict[str, ObjectId]:
         out: dict[str, ObjectId] = {}
-        with self.file.lock:
-            # Names sort by code point in SQLite (UTF-8, binary) as in Python, so the
-            # names with the prefix are one run starting at the prefix.
-            for name, target in self.file.conn.execute(
-                "SELECT name, target FROM refs WHERE name >= ? ORDER BY name", (prefix,)
-            ):
-                if not name.startswith(prefix):
+        damaged: dict[str, str] = {}
+        # Names sort by code point in SQLite (UTF-8, binary) as in Python, so the names
+        # with the prefix are one run starting at the prefix. A row whose name is not
+        # text has no name to match: only the listing of every ref (fsck, gc) sees it.
+        query = "SELECT rowid, name, target FROM refs WHERE name >= ? ORDER BY name", (prefix,)
+        if not prefix:
+            query = "SELECT rowid, name, target FROM refs ORDER BY name", ()
+        with self.file.reading("table 'refs'"):
+            for rowid, name, target in self.file.conn.execute(*query):
+                if type(name) is str and not name.startswith(prefix):
                     break
-                out[name] = ObjectId(target)
+                if type(name) is not str and prefix:
+                    continue
+                problem = _name_problem(name)
+                if problem is not None:
+                    damaged[f"table 'refs' row {rowid}"] = problem
+                elif not _is_id(target):
+                    damaged[f"ref {name!r}"] = f"its target {wrong(target)}, not a 32-byte id"
+                else:
+                    out[name] = ObjectId(target)
+        if damaged:
+            raise self.file.damaged(damaged, out)
         return out
 
     def compare_and_swap(self, name: str, expected: ObjectId | None, new: ObjectId | None, reason: str) -> bool:
@@ -67,7 +113,7 @@ class SqliteRefStore:
         new = _as_id(new, "new")
         with self.file.transaction() as c:
             row = c.execute("SELECT target FROM refs WHERE name = ?", (name,)).fetchone()
-            if (None if row is None else ObjectId(row[0])) != expected:
+            if (None if row is None else self._target(name, row[0])) != expected:
                 return False
             if expected == new:
                 return True
@@ -91,17 +137,32 @@ class SqliteRefStore:
         check_full_ref_name(name)
         if limit is not None and limit <= 0:
             return []
-        with self.file.lock:
+        with self.file.reading(f"the reflog of {name!r}"):
             rows = self.file.conn.execute(
                 "SELECT old, new, time, reason FROM reflog WHERE ref = ? ORDER BY seq DESC LIMIT ?",
                 (name, -1 if limit is None else limit),
             ).fetchall()
-        return [ReflogEntry(name, _id(old), _id(new), when, reason) for old, new, when, reason in rows]
+        entries: builtins.list[ReflogEntry] = []
+        damaged: dict[str, str] = {}
+        for n, (old, new, when, reason) in enumerate(rows):
+            problem = _entry_problem(old, new, when, reason)
+            if problem is not None:
+                damaged[f"{name}@{{{n}}}"] = problem
+            else:
+                entries.append(ReflogEntry(name, None if old is None else ObjectId(old),
+                                           None if new is None else ObjectId(new), float(when), reason))
+        if damaged:
+            raise self.file.damaged(damaged, entries)
+        return entries
 
     def reflog_names(self) -> builtins.list[str]:
-        with self.file.lock:
+        with self.file.reading("table 'reflog'"):
             rows = self.file.conn.execute("SELECT DISTINCT ref FROM reflog ORDER BY ref").fetchall()
-        return [r[0] for r in rows]
+        names = [name for name, in rows if _name_problem(name) is None]
+        damaged = {f"reflog of {name!r}": problem for name, in rows if (problem := _name_problem(name)) is not None}
+        if damaged:
+            raise self.file.damaged(damaged, names)
+        return names
 
     def expire_reflog(self, before: float, name: str | None = None) -> int:
         if name is not None:
@@ -113,9 +174,14 @@ class SqliteRefStore:
 
     def get_symbolic(self, name: str) -> str | None:
         check_full_ref_name(name)
-        with self.file.lock:
+        with self.file.reading(f"symbolic ref {name!r}"):
             row = self.file.conn.execute("SELECT target FROM symrefs WHERE name = ?", (name,)).fetchone()
-        return None if row is None else row[0]
+        if row is None:
+            return None
+        problem = _name_problem(row[0])
+        if problem is not None:
+            raise self.file.damaged({f"symbolic ref {name!r}": f"its target: {problem}"})
+        return row[0]  # type: ignore[no-any-return]
 
     def set_symbolic(self, name: str, target: str) -> None:
         _check_symbolic(name, target)
@@ -123,7 +189,7 @@ class SqliteRefStore:
             row = c.execute("SELECT target FROM refs WHERE name = ?", (name,)).fetchone()
             if row is not None:
                 c.execute("DELETE FROM refs WHERE name = ?", (name,))
-                self._log(name, ObjectId(row[0]), None, f"symbolic ref to {target}")
+                self._log(name, self._target(name, row[0]), None, f"symbolic ref to {target}")
             c.execute("INSERT OR REPLACE INTO symrefs (name, target) VALUES (?, ?)", (name, target))
 
     def delete_symbolic(self, name: str) -> bool:

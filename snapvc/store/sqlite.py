@@ -33,6 +33,7 @@ from pathlib import Path
 
 from snapvc.errors import (
     CorruptObjectError,
+    DamagedRowsError,
     FormatVersionError,
     NotARepositoryError,
     ObjectNotFoundError,
@@ -40,7 +41,7 @@ from snapvc.errors import (
     RepositoryNotFoundError,
     SnapvcError,
 )
-from snapvc.ids import ObjectId
+from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.store.base import StoreSizes
 
 __all__ = ["SqliteFile", "SqliteObjectStore", "DURABILITY_MODES", "FORMAT_VERSION", "APPLICATION_ID"]
@@ -62,6 +63,22 @@ WAL_BYTES = 256 << 10
 WAL_MAX_BYTES = 4 * WAL_BYTES
 # SQLite's default limit on bound variables per statement is 32766; stay well below.
 _BATCH = 500
+
+
+def wrong(value: object) -> str:
+    """What a stored value is, for an error about a damaged row: ``is 3 bytes``, ``is text 'old'``."""
+    if value is None:
+        return "is NULL"
+    if isinstance(value, bytes):
+        return f"is {len(value)} bytes"
+    if isinstance(value, str):
+        return f"is text {value[:40]!r}"
+    return f"is the number {value!r}"
+
+
+def is_number(value: object) -> bool:
+    """Whether a stored value is a number (a time, an age): SQLite hands back int or float."""
+    return type(value) is int or type(value) is float
 
 
 class SqliteFile:
@@ -94,6 +111,9 @@ class SqliteFile:
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise NotARepositoryError(f"{str(self.path)!r} is not a snapvc repository: {exc}") from None
+        except BaseException:  # refused (a newer format, a damaged one): not left open
+            self.conn.close()
+            raise
 
     def _check_foreign_file(self) -> None:
         if self.path.is_dir():
@@ -130,7 +150,13 @@ class SqliteFile:
                     "INSERT OR IGNORE INTO meta (key, value) VALUES ('format', '1'), ('created', ?)",
                     (str(time.time()),),
                 )
-        version = int(self.get_meta("format") or FORMAT_VERSION)
+        stored = self.get_meta("format")
+        if stored is not None and not (type(stored) is str and stored.isascii() and stored.isdigit()):
+            raise FormatVersionError(
+                f"{str(self.path)!r} records its format version as {stored!r}, which is no version number: the "
+                f"file is damaged, or another tool wrote its table 'meta'"
+            )
+        version = int(stored or FORMAT_VERSION)
         if version > FORMAT_VERSION:
             raise FormatVersionError(
                 f"{str(self.path)!r} has format version {version}; this snapvc reads up to {FORMAT_VERSION}: upgrade snapvc"
@@ -145,9 +171,24 @@ class SqliteFile:
             self.durability = durability
 
     def get_meta(self, key: str) -> str | None:
-        with self.lock:
+        with self.reading(f"the setting {key!r} of table 'meta'"):
             row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
+
+    @contextmanager
+    def reading(self, what: str) -> Iterator[sqlite3.Connection]:
+        """The connection, under the lock, for a read of ``what`` (e.g. ``"ref
+        'refs/heads/main'"``): SQLite's error on a damaged file (a bad page, a record that
+        does not decode) becomes a ``RepositoryError`` naming the file and what was read."""
+        with self.lock:
+            try:
+                yield self.conn
+            except sqlite3.Error as exc:
+                raise RepositoryError(f"{str(self.path)!r}: {what} cannot be read: {exc}") from None
+
+    def damaged(self, rows: dict[str, str], readable: object = None) -> DamagedRowsError:
+        """The error for rows of this file holding values of the wrong type or size."""
+        return DamagedRowsError(str(self.path), rows, readable)
 
     def set_meta(self, key: str, value: str) -> None:
         with self.transaction() as c:
@@ -207,11 +248,25 @@ class SqliteFile:
         digits = hex_prefix.lower()
         low = bytes.fromhex((digits + "0" * 64)[:64])
         high = bytes.fromhex((digits + "f" * 64)[:64])
-        with self.lock:
+        with self.reading(f"table {table!r}"):
             rows = self.conn.execute(
-                f"SELECT id FROM {table} WHERE id >= ? AND id <= ? ORDER BY id LIMIT ?", (low, high, limit)
+                f"SELECT rowid, id FROM {table} WHERE id >= ? AND id <= ? ORDER BY id LIMIT ?", (low, high, limit)
             ).fetchall()
-        return [ObjectId(r[0]) for r in rows]
+        return self.read_ids(table, rows)
+
+    def read_ids(self, table: str, rows: Iterable[tuple[int, object]]) -> list[ObjectId]:
+        """The ids of ``(rowid, id)`` rows of ``table``; ``DamagedRowsError`` naming each row
+        whose id is not 32 bytes (with the ids that are, for fsck)."""
+        ids: list[ObjectId] = []
+        damaged: dict[str, str] = {}
+        for rowid, raw in rows:
+            if type(raw) is bytes and len(raw) == ID_SIZE:
+                ids.append(ObjectId(raw))
+            else:
+                damaged[f"table {table!r} row {rowid}"] = f"its id {wrong(raw)}, not 32 bytes"
+        if damaged:
+            raise self.damaged(damaged, ids)
+        return ids
 
     @property
     def _wal_path(self) -> str:
@@ -353,7 +408,7 @@ class SqliteObjectStore:
     def has_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
         out: set[ObjectId] = set()
         c = self.file.conn
-        with self.file.lock:
+        with self.file.reading("table 'objects'"):
             for batch in _chunks(ids):
                 marks = ",".join("?" * len(batch))
                 out.update(ObjectId(r[0]) for r in c.execute(f"SELECT id FROM objects WHERE id IN ({marks})", batch))
@@ -363,18 +418,24 @@ class SqliteObjectStore:
         return self.file.ids_with_prefix("objects", hex_prefix, limit)
 
     def iter_ids(self) -> Iterator[ObjectId]:
-        with self.file.lock:
-            rows = self.file.conn.execute("SELECT id FROM objects").fetchall()
-        return (ObjectId(r[0]) for r in rows)
+        with self.file.reading("the ids of table 'objects'"):
+            rows = self.file.conn.execute("SELECT rowid, id FROM objects").fetchall()
+        return iter(self.file.read_ids("objects", rows))
 
     def mtimes(self, ids: Iterable[ObjectId]) -> dict[ObjectId, float]:
         out: dict[ObjectId, float] = {}
+        damaged: dict[str, str] = {}
         c = self.file.conn
-        with self.file.lock:
+        with self.file.reading("the ages of table 'objects'"):
             for batch in _chunks(ids):
                 marks = ",".join("?" * len(batch))
                 for raw, mtime in c.execute(f"SELECT id, mtime FROM objects WHERE id IN ({marks})", batch):
-                    out[ObjectId(raw)] = float(mtime)
+                    if is_number(mtime):
+                        out[ObjectId(raw)] = float(mtime)
+                    else:  # an age gc cannot compare: it must not guess one
+                        damaged[f"object {raw.hex()}"] = f"its age (mtime) {wrong(mtime)}, not a number"
+        if damaged:
+            raise self.file.damaged(damaged, out)
         return out
 
     def delete_many(self, ids: Iterable[ObjectId]) -> int:
@@ -386,8 +447,10 @@ class SqliteObjectStore:
         return removed
 
     def dictionaries(self) -> dict[int, bytes]:
-        with self.file.lock:
-            return dict(self.file.conn.execute("SELECT number, data FROM dictionaries").fetchall())
+        # As bytes, whatever type the row holds: a damaged one then fails to decompress,
+        # and every object that needs it is named as corrupt.
+        with self.file.reading("table 'dictionaries'"):
+            return dict(self.file.conn.execute("SELECT number, CAST(data AS BLOB) FROM dictionaries").fetchall())
 
     def put_dictionary(self, data: bytes) -> int:
         with self.file.transaction() as c:
@@ -397,7 +460,7 @@ class SqliteObjectStore:
             return c.execute("INSERT INTO dictionaries (data) VALUES (?)", (data,)).lastrowid  # type: ignore[return-value]
 
     def sizes(self) -> StoreSizes:
-        with self.file.lock:
+        with self.file.reading("table 'objects'"):
             count, total = self.file.conn.execute("SELECT count(*), coalesce(sum(length(data)), 0) FROM objects").fetchone()
         return StoreSizes(objects=count, stored_bytes=total)
 
