@@ -303,7 +303,7 @@ def copy_history(src: Repository, dst: Repository, tips: Iterable[ObjectId], *,
                     stats.objects += 1
                     stats.bytes += len(frame)
                     if data[0] != BLOB:
-                        kind, node = decode_node(oid, data)
+                        kind, node = decode_node(oid, data, rebuild_types=False)  # children only
                         next_level.extend(ObjectId(child) for child in children_of(kind, node))
                     if not reframed and frame and frame[0] == CODEC_ZSTD_DELTA:
                         base = frame_base(oid, frame)  # a delta's base travels too, unless dst has it

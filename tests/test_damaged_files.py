@@ -87,7 +87,7 @@ class Note:
     text: str
 
 
-def test_fsck_and_gc_need_no_user_classes(tmp_path: Path) -> None:
+def test_fsck_gc_and_clone_need_no_user_classes(tmp_path: Path) -> None:
     """The command line does not import the module that defines a stored dataclass: walks
     of the object graph read nodes' children, and never rebuild typed values."""
     with snapvc.open(tmp_path / "notes.snapvc") as repo:
@@ -97,6 +97,10 @@ def test_fsck_and_gc_need_no_user_classes(tmp_path: Path) -> None:
     assert done.returncode == 0 and "no problems" in done.stdout, done.stdout + done.stderr
     done = run("gc", "--repo", "notes.snapvc", "--dry-run", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    done = run("clone", "notes.snapvc", "copy.snapvc", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    with snapvc.open(tmp_path / "copy.snapvc") as copy:
+        assert copy.checkout("main") == state
 
 
 # -- delta frames that loop -----------------------------------------------------------------------
