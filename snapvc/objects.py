@@ -102,14 +102,20 @@ class Commit:
         """The metadata, as a read-only mapping."""
         parsed = self._metadata
         if parsed is None:
-            parsed = frozen_metadata(self.metadata_json)
+            try:
+                parsed = frozen_metadata(self.metadata_json)
+            except (ValueError, TypeError) as exc:  # a damaged commit index row: a log walk trusts it
+                raise CorruptObjectError(self.id, f"its metadata is not a JSON object: {exc}") from None
             object.__setattr__(self, "_metadata", parsed)
         return parsed
 
     @property
     def time(self) -> datetime:
         """When the commit was made, in UTC."""
-        return _utc_from_us(self.timestamp_us)
+        try:
+            return _utc_from_us(self.timestamp_us)
+        except (OverflowError, ValueError, OSError) as exc:  # as for ``metadata``
+            raise CorruptObjectError(self.id, f"its time ({self.timestamp_us} us) is out of range: {exc}") from None
 
     @property
     def parent(self) -> ObjectId | None:

@@ -384,3 +384,24 @@ def test_an_unreadable_table_is_a_snapvc_error_naming_the_file(tmp_path: Path, t
         report = repo.fsck()
     assert not report.ok and any(p.kind in ("storage", "corrupt") for p in report.problems)
     _gc_refuses(path)
+
+
+@pytest.mark.parametrize("column, value, words", [("metadata", "{", "its metadata is not a JSON object"),
+                                                  ("metadata", "[1]", "its metadata is not a JSON object"),
+                                                  ("time_us", 9 * 10**18, "is out of range")])
+def test_a_commit_row_whose_metadata_or_time_cannot_be_used(tmp_path: Path, column: str, value: object,
+                                                             words: str) -> None:
+    """Values of the right type that log and show cannot use: a walk of the history trusts
+    the index (it does not hash each commit), so the commit is named where it is used."""
+    path = tmp_path / "fields.snapvc"
+    _make(path)
+    main1 = bytes.fromhex(_commit_row(path))
+    _sql(path, f"UPDATE commits SET {column} = ? WHERE id = ?", value, main1)
+    with snapvc.open(path) as repo:
+        with pytest.raises(snapvc.CorruptObjectError, match=words) as err:
+            for commit in repo.log("main"):
+                commit.metadata.get("step"), commit.time
+        assert err.value.object_id == main1
+        assert [p.kind for p in repo.fsck().problems if p.object_id == main1] == ["corrupt"]
+    done = run("log", "--repo", "fields.snapvc", cwd=tmp_path)
+    assert done.returncode == 2 and main1.hex() in done.stderr and "Traceback" not in done.stderr
