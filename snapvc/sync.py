@@ -158,8 +158,12 @@ class PullResult:
 def remotes(repo: Repository) -> dict[str, Remote]:
     """The repository's remotes, by name."""
     raw = repo.backend.get_setting(_SETTING)
-    found = json.loads(raw) if raw else {}
-    return {name: Remote(name, v["location"], v.get("options", {})) for name, v in sorted(found.items())}
+    try:
+        found = json.loads(raw) if raw else {}
+        return {name: Remote(name, v["location"], v.get("options", {})) for name, v in sorted(found.items())}
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # written by another tool, or damaged
+        raise RepositoryError(f"{repo.location!r}: its setting {_SETTING!r} (the remotes) is damaged: "
+                              f"{type(exc).__name__}: {exc}") from None
 
 
 def _save(repo: Repository, all_remotes: Mapping[str, Remote]) -> None:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
+from snapvc import sync
 from snapvc.encoding.jsonable import to_jsonable
 from snapvc.errors import CorruptObjectError, DamagedRowsError, ObjectNotFoundError, RefError, RepositoryError, SnapvcError
 from snapvc.ids import ObjectId
@@ -169,6 +170,7 @@ def _read_all(repo: Repository, progress: Progress) -> _Graph:
     # Ages and the gc epoch: gc and every commit read them, and a damaged one stops them.
     _storage_read(graph, "the ages of commits", repo.commits.mtimes, {})
     _storage_read(graph, "the gc epoch", repo.backend.gc_epoch, 0)
+    _storage_read(graph, "the remotes", lambda: sync.remotes(repo), {})
     parts = batches(ids)
     for batch in progress(parts, len(parts), "checking objects"):
         _storage_read(graph, "the ages of objects", lambda: raw.mtimes(batch), {})
