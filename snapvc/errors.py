@@ -6,6 +6,7 @@
     ├── TypeAdapterError             a registered type's from_fields raised (names the adapter and the class)
     ├── PathError                    a dotted path into a State that does not lead where asked
     ├── PatchError                   a JSON Patch operation that cannot be applied (names it)
+    ├── InvalidCommitError           a commit field of the wrong type or value (names the field, and the commit)
     ├── GitError                     a git repository snapvc cannot read or write, or a push refused
     ├── RepositoryError
     │   ├── RepositoryNotFoundError  no repository at that path (and creation not asked for)
@@ -41,6 +42,7 @@ __all__ = [
     "TypeAdapterError",
     "PathError",
     "PatchError",
+    "InvalidCommitError",
     "GitError",
     "RepositoryError",
     "RepositoryNotFoundError",
@@ -140,6 +142,22 @@ class PatchError(SnapvcError, ValueError):
             if source is not None:
                 what += f" from {_pointer(source)}"
             super().__init__(f"patch operation {index} ({what}): {reason}")
+
+
+class InvalidCommitError(SnapvcError, TypeError, ValueError):
+    """A commit field of the wrong type or value: a message that is not a str, metadata
+    that is not a JSON object, a parent that is not a commit id, a time out of range.
+    ``field`` names it (``message``, ``metadata``, ``parents``...), ``reason`` says what
+    is wrong, ``commit`` is the id of a commit that came built (from another repository,
+    in a sync), None for one being created. Both a ``TypeError`` and a ``ValueError``:
+    a wrong argument, of either kind, is caught as Python's own errors are."""
+
+    def __init__(self, field: str, reason: str, commit: object = None) -> None:
+        self.field = field
+        self.reason = reason
+        self.commit = commit
+        where = f"commit {commit}:" if commit is not None else "commit"
+        super().__init__(f"{where} {field} {reason}")
 
 
 def _pointer(pointer: str | None) -> str:

@@ -37,7 +37,7 @@ from typing import Any, Final
 import msgpack
 import orjson
 
-from snapvc.errors import CorruptObjectError, FormatVersionError
+from snapvc.errors import CorruptObjectError, FormatVersionError, InvalidCommitError
 from snapvc.ids import ObjectId
 
 __all__ = ["frozen_metadata", "metadata_filter", "BLOB", "MAP", "SEQ", "TEXT", "COMMIT", "KIND_NAMES", "Commit", "object_bytes", "split_object"]
@@ -74,6 +74,65 @@ def frozen_metadata(meta_json: bytes) -> Mapping[str, Any]:
 
 def _utc_from_us(us: int) -> datetime:
     return datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc).replace(microsecond=us % 1_000_000)
+
+
+# A commit's time is one that ``datetime`` can show (years 1 to 9999): well inside the
+# 64-bit integers that msgpack and the SQLite commit index hold, as generations must be.
+_MIN_TIME_US: Final = -62_135_596_800 * 1_000_000
+_MAX_TIME_US: Final = 253_402_300_800 * 1_000_000 - 1
+_MAX_INT64: Final = (1 << 63) - 1
+
+
+def _type_name(value: object) -> str:
+    return "None" if value is None else type(value).__name__
+
+
+def _text_problem(value: object) -> str | None:
+    """What is wrong with ``value`` as a commit's text (author, message), None if nothing:
+    a str that UTF-8 can encode (msgpack and SQLite store it so)."""
+    if not isinstance(value, str):
+        return f"must be a str, got {_type_name(value)}"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"is not valid Unicode text: a lone surrogate {value[exc.start]!r} at index {exc.start}"
+    return None
+
+
+def _check_fields(commit: ObjectId | None, tree: object, parents: object, author: object, timestamp_us: object,
+                  message: object, generation: object) -> None:
+    """Raise ``InvalidCommitError`` naming the first field of the wrong type or value.
+
+    Every field is checked where a commit is made (``Commit.create``) or received built
+    (``Commit.check``), so that every store can keep it as it is: a field SQLite's
+    commit index cannot hold (a message that is None) is refused here, never skipped
+    there."""
+    if not isinstance(tree, ObjectId):
+        raise InvalidCommitError("tree", f"must be an ObjectId, got {_type_name(tree)}", commit)
+    if not isinstance(parents, tuple | list):
+        raise InvalidCommitError("parents", f"must be a tuple of ObjectIds, got {_type_name(parents)}", commit)
+    for i, parent in enumerate(parents):
+        if not isinstance(parent, ObjectId):
+            raise InvalidCommitError("parents", f"[{i}] must be an ObjectId, got {_type_name(parent)}", commit)
+    if len(set(parents)) != len(parents):
+        raise InvalidCommitError("parents", "name the same commit twice", commit)
+    problem = _text_problem(author)
+    if problem is not None:
+        raise InvalidCommitError("author", problem, commit)
+    if type(timestamp_us) is not int:
+        raise InvalidCommitError("timestamp_us", f"must be an int (microseconds since 1970, UTC), got "
+                                                 f"{_type_name(timestamp_us)}", commit)
+    if not _MIN_TIME_US <= timestamp_us <= _MAX_TIME_US:
+        raise InvalidCommitError("timestamp_us", f"{timestamp_us} is outside the years 1 to 9999", commit)
+    problem = _text_problem(message)
+    if problem is not None:
+        hint = ' (message="" makes a commit without one)' if message is None and commit is None else ""
+        raise InvalidCommitError("message", problem + hint, commit)
+    if type(generation) is not int:
+        raise InvalidCommitError("generation", f"must be an int, got {_type_name(generation)}", commit)
+    if not (2 <= generation <= _MAX_INT64 if parents else generation == 1):
+        expected = "1 for a root commit" if not parents else "1 + the largest generation of its parents, at least 2"
+        raise InvalidCommitError("generation", f"is {generation}, must be {expected}", commit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,18 +183,20 @@ class Commit:
 
     @staticmethod
     def canonical_metadata(metadata: dict[str, Any] | None) -> bytes:
-        """Metadata as canonical JSON (sorted keys); it must be a JSON object that round-trips."""
+        """Metadata as canonical JSON (sorted keys); it must be a JSON object that round-trips
+        (``InvalidCommitError`` otherwise)."""
         if metadata is None:
             return b"{}"
         if not isinstance(metadata, dict):
-            raise TypeError(f"commit metadata must be a dict, got {type(metadata).__name__}")
+            raise InvalidCommitError("metadata", f"must be a dict, got {_type_name(metadata)}")
         try:
             text = orjson.dumps(metadata, option=orjson.OPT_SORT_KEYS)
         except TypeError as exc:
-            raise TypeError(f"commit metadata must be JSON (str keys; str, number, bool, None, list, dict values): {exc}") from None
+            raise InvalidCommitError("metadata", f"must be JSON (str keys; str, number, bool, None, list, dict "
+                                                 f"values): {exc}") from None
         if orjson.loads(text) != metadata:
-            raise TypeError(
-                "commit metadata must be plain JSON: a value did not survive the round trip "
+            raise InvalidCommitError(
+                "metadata", "must be plain JSON: a value did not survive the round trip "
                 "(NaN or infinity, a tuple, a datetime or another non-JSON type)"
             )
         return text
@@ -152,7 +213,10 @@ class Commit:
         metadata: dict[str, Any] | None,
         generation: int,
     ) -> tuple[Commit, bytes]:
-        """A new commit and its canonical bytes."""
+        """A new commit and its canonical bytes. Every field is checked here, the one place
+        commits are made: ``InvalidCommitError`` names the first of the wrong type or value
+        (a ``message`` that is None: pass ``""`` for a commit without one)."""
+        _check_fields(None, tree, parents, author, timestamp_us, message, generation)
         meta_json = cls.canonical_metadata(metadata)
         payload = msgpack.packb(
             [bytes(tree), [bytes(p) for p in parents], author, timestamp_us, message, meta_json, generation],
@@ -179,6 +243,22 @@ class Commit:
             )
         except (ValueError, TypeError, msgpack.UnpackException) as exc:
             raise CorruptObjectError(oid, f"not a valid commit: {exc}") from None
+
+    def check(self) -> None:
+        """Check the fields of a commit that came built (decoded, or from another
+        repository) as ``create`` checks a new one's, and its metadata (the JSON text of
+        an object): ``InvalidCommitError`` names this commit and the field. It says
+        nothing of whether the fields hash to the id (``ObjectId.of(commit.encode())``)."""
+        _check_fields(self.id, self.tree, self.parents, self.author, self.timestamp_us, self.message, self.generation)
+        meta = self.metadata_json
+        if not isinstance(meta, bytes):
+            raise InvalidCommitError("metadata", f"must be JSON text as bytes, got {_type_name(meta)}", self.id)
+        try:
+            parsed = orjson.loads(meta)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidCommitError("metadata", f"is not JSON: {exc}", self.id) from None
+        if not isinstance(parsed, dict):
+            raise InvalidCommitError("metadata", f"must be a JSON object, got {_type_name(parsed)}", self.id)
 
     def encode(self) -> bytes:
         """The canonical bytes of this commit (kind tag + payload)."""

@@ -29,6 +29,7 @@ from snapvc.encoding.writer import EncodeCache, Encoder
 from snapvc.errors import (
     CorruptObjectError,
     DamagedRowsError,
+    InvalidCommitError,
     ObjectNotFoundError,
     RefConflictError,
     RefExistsError,
@@ -256,7 +257,14 @@ class Repository:
         if kind != COMMIT:
             raise UnknownRevisionError(f"{rev or oid}: object {oid.short} is a {_kind_name(kind)}, not a commit")
         commit = Commit.decode(oid, payload)
-        self.commits.add(commit)
+        try:
+            commit.check()
+        except InvalidCommitError:
+            # An older snapvc stored it with a field the index cannot hold (a message of
+            # None). Nothing is lost by not indexing it: it stays readable from the store.
+            pass
+        else:
+            self.commits.add(commit)
         self._cache_commits([commit])
         return commit
 
@@ -352,7 +360,7 @@ class Repository:
         if isinstance(state, MapView):
             state = state.to_dict()
         if date is not None and (not isinstance(date, datetime) or date.tzinfo is None):
-            raise TypeError(f"date is an aware datetime (with a time zone), not {date!r}")
+            raise InvalidCommitError("date", f"must be an aware datetime (with a time zone), not {date!r}")
         with self._write_lock:
             tip = self.refs.get(ref) if ref is not None else None
             cache = self._encode_cache(ref if ref is not None else "")
@@ -394,6 +402,7 @@ class Repository:
                     touch = getattr(self.commits, "touch", None)
                     if ref is None and touch is not None:  # no ref reaches it: gc's grace period protects it
                         touch([commit.id])
+                    self._check_stored(commit.id, ref)
                     reason = f"commit: {message.splitlines()[0] if message else '(no message)'}"
                     if ref is not None and not self.refs.compare_and_swap(ref, expected, commit.id, reason):
                         raise RefConflictError(ref, expected, self.refs.get(ref))
@@ -416,6 +425,41 @@ class Repository:
             del self._encode_caches[next(iter(self._encode_caches))]
         return cache
 
+    def _check_stored(self, oid: ObjectId, ref: str | None) -> None:
+        """Raise unless commit ``oid`` is stored here: its fields in the commit index,
+        hashing to its id (or, in a repository written before the index held commits, its
+        object in the store), and its root tree in the object store.
+
+        Called inside the transaction that moves ``ref`` to it, after the commit's own
+        writes: a ref moves only to a commit verifiably there (invariant 1). A write that
+        a store skipped, or a gc that deleted the commit since it was read, fails here,
+        and the ref stays where it was, instead of pointing at nothing."""
+        where = f"; {ref} stays where it was" if ref is not None else ""
+        commit = self.commits.get(oid)
+        if commit is None:
+            data = self.store.get_many([oid]).get(oid)
+            if data is None:
+                raise UnknownRevisionError(f"commit {oid} is not stored in {self.location!r} (if no ref reached it, "
+                                           f"it may have been removed by gc since it was read){where}")
+            kind, payload = split_object(oid, data)
+            if kind != COMMIT:
+                raise UnknownRevisionError(f"object {oid} is a {_kind_name(kind)}, not a commit{where}")
+            commit = Commit.decode(oid, payload)
+        elif ObjectId.of(commit.encode()) != oid:
+            raise CorruptObjectError(oid, f"its row in the commit index of {self.location!r} does not hash to its "
+                                          f"id{where}")
+        if not self.backend.objects.has_many([commit.tree]):
+            raise ObjectNotFoundError(commit.tree, f"the tree of commit {oid}{where}")
+
+    def _swap_ref(self, ref: str, expected: ObjectId | None, new: ObjectId | None, reason: str) -> bool:
+        """``refs.compare_and_swap``, once ``new`` is checked to be stored, in the same
+        transaction (``_check_stored``): every move of a ref to a commit goes through
+        here or ``_move``, wherever the commit came from (a merge, a sync)."""
+        with self._write_lock, self.backend.transaction():
+            if new is not None:
+                self._check_stored(new, ref)
+            return self.refs.compare_and_swap(ref, expected, new, reason)
+
     def _move(self, ref: str, new: ObjectId | None, reason: str, *, must_exist: bool = False,
               must_not_exist: bool = False) -> ObjectId | None:
         with self._write_lock, self.backend.transaction():
@@ -425,8 +469,8 @@ class Repository:
             if must_not_exist and old is not None:
                 raise RefExistsError(ref)
             # A commit no ref reached may have been deleted by a gc since it was resolved.
-            if new is not None and self.commits.get(new) is None and not self.store.has_many([new]):
-                raise UnknownRevisionError(f"commit {new} was removed by gc meanwhile; {ref} stays where it was")
+            if new is not None:
+                self._check_stored(new, ref)
             if not self.refs.compare_and_swap(ref, old, new, reason):
                 raise RefConflictError(ref, old, self.refs.get(ref))
             return old
@@ -782,9 +826,8 @@ class Repository:
         if base == theirs:
             return MergeResult(None, [], base, up_to_date=True)
         if base == tip and not no_ff:
-            with self._write_lock:
-                if not self.refs.compare_and_swap(ref, tip, theirs, f"merge {source}: Fast-forward"):
-                    raise RefConflictError(ref, tip, self.refs.get(ref))
+            if not self._swap_ref(ref, tip, theirs, f"merge {source}: Fast-forward"):
+                raise RefConflictError(ref, tip, self.refs.get(ref))
             return MergeResult(self.get_commit(theirs), [], base, fast_forward=True)
         label = source.short if isinstance(source, ObjectId) else source
         return self._three_way(ref, tip, base, self.snapshot(base) if base is not None else {}, theirs, resolve,

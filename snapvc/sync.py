@@ -4,7 +4,9 @@ Any two repositories sync, whatever their backends (embedded file, ``memory://``
 ``s3://bucket/prefix``). Only what the destination lacks travels:
 
 1. **Commits.** Walk back from the tips being sent until commits the destination
-   knows (its commit index, read once).
+   knows (its commit index, read once). Each is checked before anything is written
+   (fields that hash to its id, of the right types and values, its generation): a
+   commit the destination could not keep as it is stops the sync, naming it.
 2. **Objects.** Walk the trees of those commits level by level, asking the destination
    which ids it has (``has_many``, a batch per level): a subtree it has is skipped
    whole, unread. A delta frame travels with its base unless the destination has it.
@@ -17,7 +19,8 @@ Any two repositories sync, whatever their backends (embedded file, ``memory://``
    S3 each batch is one pack), the deepest level of the trees first, so an object the
    destination holds never lacks what it refers to unless an ancestor is missing too;
    the commit rows with the last batch, and only then the destination's ref, by
-   compare-and-swap. A push that is not a fast-forward is refused (``PushRejectedError``)
+   compare-and-swap, in a transaction that first checks the commit is stored there
+   (``Repository._swap_ref``). A push that is not a fast-forward is refused (``PushRejectedError``)
    unless forced; a ref that moved meanwhile raises ``RefConflictError``. An interrupted
    sync leaves only unreferenced objects, and the next one sends what it left out.
 
@@ -38,6 +41,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from snapvc.encoding.nodes import children_of, decode_node
 from snapvc.errors import (
+    CorruptObjectError,
+    InvalidCommitError,
     PushRejectedError,
     RefConflictError,
     RefNotFoundError,
@@ -227,7 +232,7 @@ def _track(repo: Repository, remote: str | None, branch: str, tip: ObjectId, rea
     ref = f"{REMOTES}{remote}/{branch}"
     for _ in range(3):
         old = repo.refs.get(ref)
-        if old == tip or repo.refs.compare_and_swap(ref, old, tip, reason):
+        if old == tip or repo._swap_ref(ref, old, tip, reason):
             return ref
     raise RefConflictError(ref, None, repo.refs.get(ref))
 
@@ -240,6 +245,30 @@ def missing_commits(src: Repository, dst: Repository, tips: Iterable[ObjectId]) 
     known = set(dst.commits.ids())
     return commits_behind(lambda oid: src.get_commit(oid, walking=True), tips,
                           lambda batch: known.intersection(batch))
+
+
+def _check_incoming(src: Repository, dst: Repository, commits: list[Commit]) -> None:
+    """Refuse, before anything is written, a commit ``dst`` could not keep as it is: one
+    whose fields do not hash to its id (a damaged copy: the history walk does not check
+    them), of the wrong type or value (``Commit.check``: a message of None, which an
+    older snapvc let through and SQLite's commit index cannot hold), or whose generation
+    is not 1 + its parents' largest. ``commits`` come parents first."""
+    generations: dict[ObjectId, int] = {}
+    for commit in commits:
+        if ObjectId.of(commit.encode()) != commit.id:
+            raise CorruptObjectError(commit.id, f"its fields in {src.location!r} do not hash to its id; nothing "
+                                                f"was copied to {dst.location!r}")
+        try:
+            commit.check()
+            expected = 1 + max((generations[p] if p in generations else dst.get_commit(p, walking=True).generation
+                                for p in commit.parents), default=0)
+            if commit.generation != expected:
+                raise InvalidCommitError("generation", f"is {commit.generation}, not 1 + its parents' largest "
+                                                       f"({expected})", commit.id)
+        except InvalidCommitError as exc:
+            raise InvalidCommitError(exc.field, f"{exc.reason}; {dst.location!r} cannot keep it as it is, so nothing "
+                                                f"was copied (it stays in {src.location!r})", commit.id) from None
+        generations[commit.id] = commit.generation
 
 
 def _refresh(repo: Repository) -> None:
@@ -272,6 +301,7 @@ def copy_history(src: Repository, dst: Repository, tips: Iterable[ObjectId], *,
     commits = missing_commits(src, dst, tips)  # (reads dst's commit index afresh: on S3, lists its packs)
     if not commits:
         return stats
+    _check_incoming(src, dst, commits)
     shared = _ship_dictionaries(src, dst, stats)
     raw_src, raw_dst = src.backend.objects, dst.backend.objects
     seen: set[ObjectId] = set()
@@ -397,7 +427,7 @@ def push(repo: Repository, remote: Repository | str, branch: str | None = None, 
             raise PushRejectedError(target, other.label, old, tip)
         transfer = copy_history(repo, dst, [tip], progress=progress)
         reason = f"push: {'forced ' if forced else ''}from {repo.location}"
-        if not dst.refs.compare_and_swap(target, old, tip, reason):
+        if not dst._swap_ref(target, old, tip, reason):
             raise RefConflictError(target, old, dst.refs.get(target))
         _track(repo, other.name, short_name(target), tip, f"push: {old.short if old else '(new)'} -> {tip.short}")
         return PushResult(other.label, target, old, tip, transfer, forced=forced)
@@ -451,7 +481,7 @@ def pull(repo: Repository, remote: Repository | str, branch: str | None = None, 
     theirs = fetched.tips[name]
     ref = branch_ref(name)
     if repo.refs.get(ref) is None:
-        if not repo.refs.compare_and_swap(ref, None, theirs, f"pull: created from {fetched.remote}"):
+        if not repo._swap_ref(ref, None, theirs, f"pull: created from {fetched.remote}"):
             raise RefConflictError(ref, None, repo.refs.get(ref))
         return PullResult(name, fetched, None, created=True)
     merged = repo.merge(theirs, into=name, resolve=resolve, message=f"Merge {fetched.remote} {name} into {name}")
@@ -475,7 +505,7 @@ def clone(src: Repository | str, dst: str, *, progress: Progress = _no_progress,
             refs = {**source.refs.list(HEADS), **source.refs.list(TAGS)}
             copy_history(source, target, refs.values(), progress=progress)
             for ref, oid in refs.items():
-                if not target.refs.compare_and_swap(ref, None, oid, f"clone: from {source.location}"):
+                if not target._swap_ref(ref, None, oid, f"clone: from {source.location}"):
                     raise RefConflictError(ref, None, target.refs.get(ref))
             head = source.refs.get_symbolic("HEAD")
             if head is not None:

@@ -16,7 +16,7 @@ PUBLIC = {
     "Thread", "Session", "thread_branch", "parse_thread_branch", "CheckpointNotFoundError", "Runner", "Step", "END",
     "aio",
     "merge_values", "Conflict", "MergeResult", "ABSENT",
-    "apply_changes", "apply_patch", "to_json_patch", "diff_stat", "DiffStat", "PatchError",
+    "apply_changes", "apply_patch", "to_json_patch", "diff_stat", "DiffStat", "PatchError", "InvalidCommitError",
     "SnapvcError", "UnsupportedValueError", "UnknownTypeError", "PathError", "RepositoryError", "RepositoryNotFoundError",
     "NotARepositoryError", "FormatVersionError", "DamagedRowsError", "TypeAdapterError", "ObjectError", "ObjectNotFoundError", "CorruptObjectError",
     "RevisionError", "UnknownRevisionError", "AmbiguousRevisionError", "InvalidRevisionError", "RefError",

@@ -60,10 +60,23 @@ def _read_state(source: str) -> dict[str, Any]:
         raise click.BadParameter(str(exc), param_hint="FILE") from None
 
 
+def _summary(repo: snapvc.Repository, branch_name: str | None, state: dict[str, Any]) -> str:
+    """The message of a commit made without -m: the top-level keys that differ from the
+    branch's tip, at most three named ('Update a, b, c and 2 more keys')."""
+    tip = repo.branches().get((branch_name or repo.head).removeprefix("refs/heads/"))
+    changes = repo.diff(tip, state) if tip is not None else repo.diff({}, state)
+    keys = list(dict.fromkeys(format_path(change.path[:1]) for change in changes))
+    if not keys:
+        return "No change to the state"
+    named = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more keys" if len(keys) > 3 else "")
+    return f"Update {named}" if tip is not None else f"Initial state: {named}"
+
+
 @click.command()
 @repo_command
 @click.argument("file", default="-", metavar="[FILE]")
-@click.option("-m", "--message", default=None, help="the commit message")
+@click.option("-m", "--message", default=None,
+              help="the commit message (default: the top-level keys that changed, e.g. 'Update messages, plan')")
 @click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE",
               help="metadata (VALUE is JSON, else text): --meta step=3 --meta agent=researcher; repeatable")
 @click.option("-b", "--branch", "branch_name", default=None, help="the branch to commit on (default: HEAD's)",
@@ -72,13 +85,21 @@ def _read_state(source: str) -> dict[str, Any]:
 def commit(out: Output, repo_path: str | None, as_json: bool, file: str, message: str | None,
            meta: tuple[str, ...], branch_name: str | None) -> None:
     """Commit the state in FILE (JSON; '-' or none: read from stdin) as the next
-    checkpoint of a branch."""
+    checkpoint of a branch.
+
+    Without -m, the message says which top-level keys changed ('Update messages,
+    plan'). git would open an editor, and refuse an empty message; a snapvc commit is
+    as often made by a script or an agent, with the state on stdin and no one to type,
+    so it is never refused for want of a message, and its line in 'log --oneline' still
+    says something."""
     if file == "-" and sys.stdin.isatty():
         raise click.UsageError("give the state as a JSON file, or pipe it in: snapvc checkout > state.json; "
                                "... ; snapvc commit state.json -m 'step 3'")
     metadata = parse_assignments(meta, "--meta")
     state = _read_state(file)
     with open_repo(repo_path) as repo:
+        if message is None:
+            message = _summary(repo, branch_name, state)
         made = repo.commit(state, branch=branch_name, message=message, metadata=metadata or None)
         changes = repo.diff(made.parents[0], made.id) if made.parents else repo.diff({}, made.id)
         name = branch_name or repo.head

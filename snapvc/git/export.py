@@ -89,6 +89,8 @@ class GitCommitMap:
             self._memory.update(pairs)
             return
         with self._file.transaction() as c:
+            # Ids are deterministic (per layout version, which names the table): a row
+            # replaced holds the same git commit id, never another.
             c.executemany(f"INSERT OR REPLACE INTO {self._table} (id, sha) VALUES (?, ?)", list(pairs.items()))
 
 

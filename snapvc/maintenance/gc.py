@@ -275,6 +275,7 @@ def thin_history(repo: Repository, keep: Keep, *, dry_run: bool = False) -> tupl
                 with repo._write_lock, repo.backend.transaction():
                     for commit in new_commits:
                         repo.commits.add(commit)
+                    repo._check_stored(previous.id, name)  # a ref moves only to a commit stored
                     if not repo.refs.compare_and_swap(name, tip, previous.id, f"gc: {keep}, {len(kept)} of {len(chain)} commits"):
                         raise RefConflictError(name, tip, repo.refs.get(name))
             except RefConflictError:

@@ -190,7 +190,8 @@ class SqliteRefStore:
             if row is not None:
                 c.execute("DELETE FROM refs WHERE name = ?", (name,))
                 self._log(name, self._target(name, row[0]), None, f"symbolic ref to {target}")
-            c.execute("INSERT OR REPLACE INTO symrefs (name, target) VALUES (?, ?)", (name, target))
+            c.execute("INSERT INTO symrefs (name, target) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET target = excluded.target",
+                      (name, target))
 
     def delete_symbolic(self, name: str) -> bool:
         check_full_ref_name(name)

@@ -156,9 +156,13 @@ class SqliteCommitIndex:
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'commit_mtimes'").fetchone() is not None
 
     def add(self, commit: Commit) -> None:
+        # Only a row with this id is skipped, never one that breaks a constraint (as
+        # ``OR IGNORE`` would: a message of None once vanished so, under a moved branch).
+        # The row there holds the same fields, whose hash the id is; a damaged one is
+        # found when read (``Repository.get_commit`` checks the hash).
         with self.file.transaction() as c:
             c.execute(
-                "INSERT OR IGNORE INTO commits VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO commits VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                 (commit.id, commit.tree, b"".join(commit.parents), commit.author, commit.timestamp_us,
                  commit.message, commit.metadata_json.decode(), commit.generation),
             )
@@ -167,7 +171,8 @@ class SqliteCommitIndex:
         now = int(self._clock())
         with self.file.transaction() as c:
             c.execute(self._AGES)
-            c.executemany("INSERT OR REPLACE INTO commit_mtimes (id, mtime) VALUES (?, ?)", [(oid, now) for oid in ids])
+            c.executemany("INSERT INTO commit_mtimes (id, mtime) VALUES (?, ?) "
+                          "ON CONFLICT (id) DO UPDATE SET mtime = excluded.mtime", [(oid, now) for oid in ids])
 
     def mtimes(self) -> dict[ObjectId, float]:
         if not self._has_ages():

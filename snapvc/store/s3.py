@@ -351,6 +351,8 @@ class DiskCache:
             return
         with self._lock:
             self._conn.execute("BEGIN")
+            # A cache of what the packs hold: a frame already kept for this id is one the
+            # object verifies from as well (reads check the hash), so keeping it loses nothing.
             self._conn.executemany("INSERT OR IGNORE INTO frames (id, data) VALUES (?, ?)",
                                    [(bytes(oid), frame) for oid, frame in items])
             self._conn.execute("COMMIT")
@@ -374,6 +376,8 @@ class DiskCache:
 
     def put_head(self, pack: str, head: bytes) -> None:
         with self._lock:
+            # A pack is written once under its key and never changed: a header kept for
+            # it already is the same bytes (and a damaged copy is read from the pack instead).
             self._conn.execute("INSERT OR IGNORE INTO heads (pack, head) VALUES (?, ?)", (pack, head))
 
     def close(self) -> None:

@@ -146,8 +146,10 @@ class SqliteFile:
             with self.transaction():
                 c.execute(f"PRAGMA application_id={APPLICATION_ID}")
                 c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                # A process that made the file first wrote these rows already: keep them
+                # (only an existing key is skipped, never a row that breaks a constraint).
                 c.execute(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('format', '1'), ('created', ?)",
+                    "INSERT INTO meta (key, value) VALUES ('format', '1'), ('created', ?) ON CONFLICT (key) DO NOTHING",
                     (str(time.time()),),
                 )
         stored = self.get_meta("format")
