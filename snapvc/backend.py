@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from snapvc.errors import RepositoryError
+from snapvc.ids import ObjectId
 from snapvc.refs.base import RefStore
 from snapvc.refs.memory import MemoryRefStore
 from snapvc.refs.sqlite import SqliteRefStore
@@ -74,6 +75,24 @@ class Backend:
             self.file.set_meta("gc_epoch", str(self.gc_epoch() + 1))
         else:
             self._gc_epoch += 1
+
+    def reusable(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
+        """The subset of ``ids`` a write may skip as stored instead of putting them again:
+        here every stored one, as a sweep excludes every writer. (On S3 only those whose
+        bytes were stored recently: ``snapvc.backend_s3``.)"""
+        return self.objects.has_many(ids)
+
+    def min_gc_grace(self) -> float:
+        """The shortest grace period (seconds) a gc may use while other writers are
+        active. None needed here: a sweep is one transaction, which excludes every writer
+        (S3 has its own, ``snapvc.backend_s3``)."""
+        return 0.0
+
+    def delete_garbage(self, ids: list[ObjectId], *, commits: bool, older_than: float) -> int:
+        """Remove gc's doomed objects (or commits, with ``commits``) from the sweep's
+        transaction; returns how many were present. ``older_than`` is the sweep's cutoff,
+        which the sweep has checked already: its transaction excludes every writer."""
+        return self.commits.delete_many(ids) if commits else self.objects.delete_many(ids)
 
     def get_setting(self, key: str) -> str | None:
         """A setting kept in the repository (e.g. its remotes), None if unset."""

@@ -13,20 +13,29 @@ transaction, or one whose pack fails to go up, sends nothing of what it buffered
 forgets it. A ref another writer moved meanwhile is reported when the transaction ends
 (``RefConflictError``): the pack stays, unreferenced, for gc. A crash between a pack
 and its ref writes leaves the same: never a ref to something missing.
+
+What gc means here: nothing excludes writers from a sweep, so writers rely only on
+recently stored bytes and the sweep removes only entries that stayed older than its
+cutoff, which is safe for grace periods of at least ``GcTiming.min_grace`` (30 minutes
+by default; ``snapvc.store.s3``, "gc beside writers", has the rules and why they hold).
+``open_s3_backend(..., gc_timing=GcTiming(...))`` states other bounds; every client of
+one repository must state the same.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from snapvc.backend import Backend
+from snapvc.ids import ObjectId
 from snapvc.refs.s3 import S3RefStore
 from snapvc.store.s3 import (
     DiskCache,
+    GcTiming,
     Packs,
     S3Client,
     S3CommitIndex,
@@ -97,6 +106,24 @@ class S3Backend(Backend):
         write_meta(self.client, "gc_epoch", str(self.gc_epoch() + 1))
         self._epoch_read = None
 
+    def reusable(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
+        """The stored ids whose bytes were stored recently enough for a write to rely on
+        (``S3ObjectStore.reusable_many``): older ones a gc may be removing meanwhile."""
+        assert isinstance(self.objects, S3ObjectStore)
+        return self.objects.reusable_many(ids)
+
+    def min_gc_grace(self) -> float:
+        """``GcTiming.min_grace``: below it, a gc may remove what a concurrent write relies on."""
+        assert self.packs is not None
+        return self.packs.timing.min_grace
+
+    def delete_garbage(self, ids: list[ObjectId], *, commits: bool, older_than: float) -> int:
+        """Remove gc's doomed objects or commits, keeping every entry of theirs stored at
+        or after ``older_than`` (the sweep's cutoff): writers may have stored them again
+        since the sweep read their ages, as nothing here excludes them (``Packs.delete``)."""
+        assert self.packs is not None
+        return self.packs.delete(ids, objects=not commits, older_than=older_than)
+
     def get_setting(self, key: str) -> str | None:
         assert self.client is not None
         return read_meta(self.client, f"setting-{key}")
@@ -128,15 +155,20 @@ class S3Backend(Backend):
 
 def open_s3_backend(url: str, *, create: bool = True, durability: str = "normal",
                     clock: Callable[[], float] | None = None, endpoint: str | None = None,
-                    region: str | None = None, cache_dir: str | os.PathLike[str] | None = None) -> S3Backend:
+                    region: str | None = None, cache_dir: str | os.PathLike[str] | None = None,
+                    gc_timing: GcTiming | None = None) -> S3Backend:
     """The repository at ``s3://bucket/prefix``: ``endpoint`` (e.g. ``http://127.0.0.1:8333``
     for a local server; default ``AWS_ENDPOINT_URL`` or AWS) and ``region`` (default
     ``AWS_REGION``). Created (a marker object under the prefix) unless ``create`` is False.
     ``cache_dir``: a folder where pack headers and frames read or written are kept on
     local disk (``snapvc.store.s3.DiskCache``), for later processes on the machine.
+    ``gc_timing``: the bounds gc relies on beside writers (``snapvc.store.s3.GcTiming``;
+    the same for every client of the repository).
     ``durability`` is accepted for symmetry: a PUT that returned is durable on the server."""
     if durability not in DURABILITY_MODES:
         raise ValueError(f"durability must be one of {sorted(DURABILITY_MODES)}, got {durability!r}")
+    if gc_timing is not None and not isinstance(gc_timing, GcTiming):
+        raise TypeError(f"gc_timing is a snapvc.store.s3.GcTiming, not {gc_timing!r}")
     location = S3Location.parse(url, endpoint, region)
     client = S3Client(location)
     try:
@@ -146,7 +178,7 @@ def open_s3_backend(url: str, *, create: bool = True, durability: str = "normal"
         raise
     tick = clock or time.time
     disk = DiskCache(cache_dir, location.url) if cache_dir is not None else None
-    packs = Packs(client, tick, disk=disk)
+    packs = Packs(client, tick, disk=disk, timing=gc_timing)
     backend = S3Backend(location.url, S3ObjectStore(packs), S3RefStore(client, tick, before_write=packs.flush, buffering=packs.in_transaction),
                         S3CommitIndex(packs), client=client, packs=packs)
     backend._durability = durability

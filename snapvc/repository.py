@@ -389,8 +389,9 @@ class Repository:
                 if extra_objects:
                     objects = {**extra_objects, **objects}
                 # Re-putting an object only refreshes its age, but costs compression:
-                # skip the ones already stored when a commit brings many objects.
-                present = self.store.has_many(list(objects)) if len(objects) > 16 else set()
+                # skip the ones already stored when a commit brings many objects (those a
+                # write may rely on: on S3, bytes stored recently, see ``Backend.reusable``).
+                present = self.backend.reusable(list(objects)) if len(objects) > 16 else set()
                 with self.backend.transaction():
                     # The one read of the epoch a commit makes: a sweep since the caches
                     # were built (here or in another process) may have deleted what they name.
@@ -966,10 +967,12 @@ class Repository:
 
     def gc(self, *, dry_run: bool = False, grace: timedelta | float | None = None,
            reflog_expiry: timedelta | float | None = None, keep: Keep | None = None,
-           progress: Progress | None = None) -> GcReport:
+           progress: Progress | None = None, force: bool = False) -> GcReport:
         """Delete what no ref, recent reflog entry or young object reaches (see
         ``snapvc.maintenance.gc``): plan, then sweep, safely beside other writers.
         ``grace`` (default 1 hour) protects objects and commits stored that recently;
+        on S3 it may not be shorter than ``GcTiming.min_grace`` (30 minutes by default)
+        unless ``force``, for when no other client is writing (``snapvc.store.s3``);
         ``reflog_expiry`` (default 30 days) is how long reflog entries keep their commits
         (older entries are expired); ``keep`` thins each branch's history first
         (``snapvc.Keep``). ``dry_run`` changes nothing and reports what would go."""
@@ -978,7 +981,7 @@ class Repository:
         self._require_open()
         return gc.gc(self, dry_run=dry_run, grace=gc.DEFAULT_GRACE if grace is None else grace,
                      reflog_expiry=gc.DEFAULT_REFLOG_EXPIRY if reflog_expiry is None else reflog_expiry, keep=keep,
-                     progress=progress or gc.no_progress)
+                     progress=progress or gc.no_progress, force=force)
 
     def fsck(self, *, progress: Progress | None = None) -> FsckReport:
         """Read and verify every object, commit, ref and reflog entry (see

@@ -8,8 +8,9 @@ Any two repositories sync, whatever their backends (embedded file, ``memory://``
    (fields that hash to its id, of the right types and values, its generation): a
    commit the destination could not keep as it is stops the sync, naming it.
 2. **Objects.** Walk the trees of those commits level by level, asking the destination
-   which ids it has (``has_many``, a batch per level): a subtree it has is skipped
-   whole, unread. A delta frame travels with its base unless the destination has it.
+   which ids it has (``Backend.reusable``, a batch per level; on S3 only bytes stored
+   recently count, see ``snapvc.store.s3``): a subtree it has is skipped whole,
+   unread. A delta frame travels with its base unless the destination has it.
 3. **Frames travel as stored**, not decompressed and compressed again — except frames
    compressed with a zstd dictionary the destination does not share (dictionaries are
    numbered per store): those are re-framed on the way. A clone into an empty
@@ -303,7 +304,7 @@ def copy_history(src: Repository, dst: Repository, tips: Iterable[ObjectId], *,
         return stats
     _check_incoming(src, dst, commits)
     shared = _ship_dictionaries(src, dst, stats)
-    raw_src, raw_dst = src.backend.objects, dst.backend.objects
+    raw_src = src.backend.objects
     seen: set[ObjectId] = set()
     level = list(dict.fromkeys(c.tree for c in commits))
     # What travels, spooled level by level while the trees are walked from their roots:
@@ -318,7 +319,7 @@ def copy_history(src: Repository, dst: Repository, tips: Iterable[ObjectId], *,
             for start in range(0, len(level), _LEVEL_BATCH):
                 batch = [oid for oid in level[start : start + _LEVEL_BATCH] if oid not in seen]
                 seen.update(batch)
-                present = raw_dst.has_many(batch)
+                present = dst.backend.reusable(batch)  # what dst holds and a write there may rely on
                 wanted = [oid for oid in batch if oid not in present]
                 if not wanted:
                     continue

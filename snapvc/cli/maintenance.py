@@ -44,9 +44,12 @@ def _hours(delta: timedelta) -> str:
 @click.option("--keep-daily", type=click.IntRange(min=0), default=0, help="... and of each of the last N days")
 @click.option("--keep-weekly", type=click.IntRange(min=0), default=0, help="... and of each of the last N weeks")
 @click.option("--branch", "branches", multiple=True, metavar="NAME", help="thin only these branches (repeatable)")
+@click.option("--force", is_flag=True,
+              help="allow a grace below the safe minimum beside writers (on S3): only when no other client writes")
 @pass_output
 def gc(out: Output, repo_path: str | None, as_json: bool, dry_run: bool, grace: str, reflog_expiry: str,
-       keep_last: int, keep_hourly: int, keep_daily: int, keep_weekly: int, branches: tuple[str, ...]) -> None:
+       keep_last: int, keep_hourly: int, keep_daily: int, keep_weekly: int, branches: tuple[str, ...],
+       force: bool) -> None:
     """Remove what no ref, recent reflog entry or recent write reaches, and report the
     bytes freed. With --keep-*, first thin each branch's history as 'restic forget'
     does: kept commits newer than the first dropped one get new ids (same states)."""
@@ -57,7 +60,8 @@ def gc(out: Output, repo_path: str | None, as_json: bool, dry_run: bool, grace: 
         raise click.UsageError("--branch chooses the branches --keep-* thins: give a --keep-* option too")
     with open_repo(repo_path) as repo:
         report = repo.gc(dry_run=dry_run, grace=parse_duration(grace, "--grace"),
-                         reflog_expiry=parse_duration(reflog_expiry, "--expire-reflog"), keep=keep, progress=progress)
+                         reflog_expiry=parse_duration(reflog_expiry, "--expire-reflog"), keep=keep, progress=progress,
+                         force=force)
     if as_json:
         out.json(report.to_dict())
     else:

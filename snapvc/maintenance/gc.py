@@ -74,6 +74,16 @@ DEFAULT_GRACE = timedelta(hours=1)
 DEFAULT_REFLOG_EXPIRY = timedelta(days=30)
 
 
+def _duration(seconds: float) -> str:
+    """``90`` -> ``1m30s``: a grace period as the command line writes it."""
+    whole = round(seconds)
+    if whole != seconds or whole < 60:
+        return f"{seconds:g}s"
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return "".join(f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n)
+
+
 def _seconds(value: timedelta | float, name: str) -> float:
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
@@ -467,9 +477,12 @@ def sweep(repo: Repository, plan: GcPlan, progress: Progress = no_progress) -> t
                           and commit_ages.get(oid, 0.0) < plan.now - plan.grace_seconds]
         removed = 0
         parts = batches(doomed)
+        # On S3 nothing excludes writers from this sweep: the backend keeps what was
+        # stored again at or after the cutoff since the ages above were read.
+        cutoff = plan.now - plan.grace_seconds
         for batch in progress(parts, len(parts), "deleting objects"):
-            removed += repo.backend.objects.delete_many(batch)
-        repo.commits.delete_many(doomed_commits)
+            removed += repo.backend.delete_garbage(batch, commits=False, older_than=cutoff)
+        repo.backend.delete_garbage(doomed_commits, commits=True, older_than=cutoff)
         # Entries at or before ``reflog_before`` were no roots: none may outlive its commits.
         expired = repo.refs.expire_reflog(math.nextafter(plan.reflog_before, math.inf))
         repo.commits.forget_mtimes(plan.now - plan.grace_seconds)
@@ -481,10 +494,19 @@ def sweep(repo: Repository, plan: GcPlan, progress: Progress = no_progress) -> t
 
 def gc(repo: Repository, *, dry_run: bool = False, grace: timedelta | float = DEFAULT_GRACE,
        reflog_expiry: timedelta | float = DEFAULT_REFLOG_EXPIRY, keep: Keep | None = None,
-       progress: Progress = no_progress) -> GcReport:
-    """Thin history by ``keep`` (if given), plan, then sweep (unless ``dry_run``)."""
+       progress: Progress = no_progress, force: bool = False) -> GcReport:
+    """Thin history by ``keep`` (if given), plan, then sweep (unless ``dry_run``). A grace
+    below the backend's safe minimum beside writers (``Backend.min_gc_grace``: on S3,
+    ``snapvc.store.s3.GcTiming.min_grace``) is refused unless ``force``: say so only
+    when no other client is writing."""
     started = time.perf_counter()
     grace_s, expiry_s = _seconds(grace, "grace"), _seconds(reflog_expiry, "reflog_expiry")
+    minimum = repo.backend.min_gc_grace()
+    if grace_s < minimum and not dry_run and not force:
+        raise RepositoryError(
+            f"{repo.location}: gc refused: a grace period of {_duration(grace_s)} is below {_duration(minimum)}, the "
+            f"shortest that keeps what concurrent writers rely on here; with no other client writing, pass "
+            f"force=True (snapvc gc --force)")
     rewrites: list[Rewrite] = []
     skipped: list[str] = []
     extra: dict[ObjectId, Commit] = {}

@@ -35,12 +35,65 @@ Inside ``Backend.transaction()`` writes are buffered and go up as one pack when 
 transaction ends (before its ref moves: objects first, then the refs, invariant 1), or
 before any ref moves outside it (``flush``). There is no multi-key atomicity on S3: a crash after a pack went up and
 before its ref moved leaves an unreferenced pack, which gc removes after its grace.
+
+gc beside writers
+-----------------
+S3 gives gc no lock: a writer may commit while a gc sweeps, and its commit may need an
+object the gc found unreachable and old (content dropped and brought back: a branch
+reset, a value restored). Recording only a touch of such an object is not enough: the
+touch's pack may go up after the gc last listed the packs, and the gc deletes the
+bytes it touched. Two rules close that window, under two bounds (``GcTiming``): *D*,
+the longest write (from its first look at what is stored — encoding, ``has_many``, a
+put — to its last ref move; a ``deferred()`` block, a push or a clone is one write), and
+*S*, the largest difference between the clocks of any two clients.
+
+- **A writer relies only on recent bytes.** It skips an object as stored
+  (``reusable_many``, which ``Backend.reusable`` answers with: a commit, a push) and
+  records a touch instead of its bytes (``put_objects``) only when a pack holds the
+  object's *bytes* (a frame, not a touch) written less than ``reuse_window`` (*R*) ago,
+  by the ages in the pack headers it has read (``Packs.reusable``). Otherwise it uploads
+  the bytes again, in its own pack. An object goes up again at most once per *R*. What
+  a commit reuses through the encoder's caches (the unchanged parts of the state last
+  committed on its branch) is not concerned; the first commit after a restart, or a
+  push, finds those parts stored instead, and sends again the ones older than *R*.
+- **gc removes only what stayed old.** It plans at time *plan* (its clock), keeps what
+  refs, young reflog entries and young commits reach, reads the refs again just before
+  it deletes, then lists the packs once more and removes from the packs of that listing
+  only the *entries* (a frame, a touch, a commit) aged below its cutoff,
+  ``plan - grace``. An entry written since, even of an id it meant to remove, stays,
+  and a pack written after that listing is not touched (``Packs.delete``).
+
+Why nothing a returned commit needs is lost when ``grace >= R + D + 2S``
+(``GcTiming.min_grace``; ``Repository.gc`` refuses less on S3 unless forced). Take a
+write whose ref move to commit C landed, and an object X that C needs. If the move
+landed before gc read the refs again, gc marked C and kept X. Otherwise the write
+started after ``plan - D`` (true time), and X is, for C, one of:
+
+1. bytes the write uploaded itself: their age is at least ``plan - D - S`` (the
+   writer's clock may run S behind) and the cutoff at most ``plan + S - grace`` (gc's
+   may run S ahead), so the entry is at or above the cutoff when ``grace >= D + 2S``,
+   and stays (a pack gc did not list is not rewritten at all);
+2. bytes stored before that the write relied on: younger than R on the writer's clock
+   when it looked, so aged at least ``plan - D - S - R``, at or above the cutoff when
+   ``grace >= R + D + 2S``: that entry stays too;
+3. part of the parent commit the ref held when the write's compare-and-swap won: the
+   ref held it when gc read the refs (so gc marked it), or an earlier write moved the ref
+   there after that, and the same three cases hold for that write, back to a commit gc
+   marked. A new frame's delta base is an object of the parent's state too.
+
+The epoch check of ``Repository.commit`` then drops the caches that name what a sweep
+removed. Not covered (run gc with the writers stopped if you do these): a ref moved to
+an *existing* commit that no ref or young reflog entry reached when gc read them again
+(a reset to an id found in an old log, a ``commit_tree`` commit older than the grace),
+and a push or clone into a repository holding the commits it sends only unreachably
+(they are not sent again).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import secrets
 import sqlite3
@@ -62,7 +115,7 @@ from snapvc.ids import ObjectId
 from snapvc.objects import COMMIT, Commit, split_object
 from snapvc.store.base import StoreSizes
 
-__all__ = ["S3Location", "S3Client", "S3Stats", "Packs", "DiskCache", "S3ObjectStore", "S3CommitIndex", "parse_s3_url"]
+__all__ = ["S3Location", "S3Client", "S3Stats", "GcTiming", "Packs", "DiskCache", "S3ObjectStore", "S3CommitIndex", "parse_s3_url"]
 
 MAGIC = b"SNVPACK1"
 PACK_FORMAT = 1
@@ -81,6 +134,36 @@ INDEX_EVERY = 64
 # ``repack`` merges packs smaller than this into packs of up to REPACK_TARGET bytes.
 REPACK_SMALL = 1 << 20
 REPACK_TARGET = 64 << 20
+
+
+@dataclass(frozen=True)
+class GcTiming:
+    """The bounds gc on S3 relies on to run beside writers (see "gc beside writers" in
+    the module docstring), in seconds. Every client of one repository must use the same:
+    a writer that relies on older bytes than ``reuse_window`` allows, or a write that
+    takes longer than ``longest_write``, can lose objects to a gc running meanwhile.
+
+    ``longest_write``: the longest a write may take from its first look at what is stored
+    to its last ref move (a commit, a ``deferred()`` block, a push, a clone);
+    ``clock_skew``: the largest difference between the clocks of any two clients;
+    ``reuse_window``: a writer relies on bytes already stored only if they were written
+    less than this long ago, and otherwise uploads them again."""
+
+    reuse_window: float = 15 * 60.0
+    longest_write: float = 10 * 60.0
+    clock_skew: float = 150.0
+
+    def __post_init__(self) -> None:
+        for name in ("reuse_window", "longest_write", "clock_skew"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < math.inf:
+                raise ValueError(f"GcTiming.{name} is a number of seconds >= 0, got {value!r}")
+
+    @property
+    def min_grace(self) -> float:
+        """The shortest grace period a gc may use while writers are active:
+        ``reuse_window + longest_write + 2 * clock_skew`` (30 minutes by default)."""
+        return self.reuse_window + self.longest_write + 2 * self.clock_skew
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -441,15 +524,18 @@ class Packs:
     hold, the pending pack of the current transaction, and the frame cache.
 
     ``S3ObjectStore`` and ``S3CommitIndex`` are two faces of one ``Packs``: a commit and
-    its objects go up in the same pack."""
+    its objects go up in the same pack. ``timing`` bounds what a write may rely on (see
+    "gc beside writers" in the module docstring)."""
 
     def __init__(self, client: S3Client, clock: Callable[[], float] = time.time, cache_bytes: int = CACHE_BYTES,
-                 disk: DiskCache | None = None) -> None:
+                 disk: DiskCache | None = None, timing: GcTiming | None = None) -> None:
         self.client = client
         self.clock = clock
+        self.timing = timing or GcTiming()
         self.lock = threading.RLock()
         self.objects: dict[ObjectId, _Entry] = {}  # the first location of each object
         self.ages: dict[ObjectId, float] = {}  # the latest age of each object
+        self.frame_ages: dict[ObjectId, float] = {}  # the latest age of an entry holding each object's bytes
         self.commits: dict[ObjectId, Commit] = {}
         self.commit_ages: dict[ObjectId, float] = {}
         self.pack_ids: dict[str, list[ObjectId]] = {}  # pack key -> the ids (objects and commits) it holds
@@ -532,6 +618,8 @@ class Packs:
                 known = self.objects.get(oid)
                 if known is None or not known.pack or known.pack > key:
                     self.objects[oid] = _Entry(key, start + offset, length, mtime)
+                if mtime > self.frame_ages.get(oid, -1.0):
+                    self.frame_ages[oid] = mtime
             if mtime > self.ages.get(oid, -1.0):
                 self.ages[oid] = mtime
         for data, mtime in header["commits"]:
@@ -605,6 +693,7 @@ class Packs:
         self.indexed = 0
         self.objects = {oid: e for oid, e in self.objects.items() if not e.pack}
         self.ages = {oid: t for oid, t in self.ages.items() if oid in self.objects}
+        self.frame_ages.clear()  # a pending frame's age is not in it: see ``reusable``
         pending_commits = {c.id for c, _ in self._pending_commits}
         self.commits = {oid: c for oid, c in self.commits.items() if oid in pending_commits}
         self.commit_ages = {oid: t for oid, t in self.commit_ages.items() if oid in pending_commits}
@@ -679,7 +768,18 @@ class Packs:
 
     # -- writes ----------------------------------------------------------------------------
 
+    def reusable(self, oid: ObjectId, now: float) -> bool:
+        """Whether a write may rely on ``oid`` being stored instead of uploading its bytes:
+        the pending pack of the caller's transaction holds them, or a pack holds them with
+        an age under ``timing.reuse_window`` (a touch does not count: it holds no bytes).
+        Older bytes may be going away under a gc that runs meanwhile (module docstring)."""
+        if oid in self._pending_frames and self._buffering():
+            return True
+        return oid in self.objects and self.frame_ages.get(oid, -math.inf) >= now - self.timing.reuse_window
+
     def put_objects(self, items: Iterable[tuple[ObjectId, bytes]]) -> None:
+        """Store each (id, frame): a touch when ``reusable``, else the frame, even of an
+        object stored long ago (a gc may be removing that copy)."""
         now = float(self.clock())
         with self.lock:
             self.ensure_loaded()
@@ -690,8 +790,7 @@ class Packs:
                 if oid in seen:
                     continue
                 seen.add(oid)
-                known = oid in self.objects
-                batch.append((oid, None if known else bytes(frame), now))
+                batch.append((oid, None if self.reusable(oid, now) else bytes(frame), now))
             if not batch:
                 return
             if self._buffering():
@@ -700,7 +799,8 @@ class Packs:
                     self.ages[oid] = mtime
                     if frame is not None:
                         self._pending_frames[oid] = frame
-                        self.objects[oid] = _Entry("", 0, len(frame), mtime)
+                        if oid not in self.objects:  # an older copy keeps its place if the transaction fails
+                            self.objects[oid] = _Entry("", 0, len(frame), mtime)
                 return
         self._write_pack(batch, [])
 
@@ -786,9 +886,12 @@ class Packs:
 
     # -- deletes (gc) ------------------------------------------------------------------------
 
-    def delete(self, ids: Iterable[ObjectId], *, objects: bool) -> int:
-        """Remove objects (``objects``) or commits: every pack holding one is written
-        again without it, and then deleted."""
+    def delete(self, ids: Iterable[ObjectId], *, objects: bool, older_than: float = math.inf) -> int:
+        """Remove objects (``objects``) or commits: every pack of a fresh listing that
+        holds one is written again without it, and then deleted. Only entries older than
+        ``older_than`` (gc's cutoff) go: one written since gc judged the id old (its bytes
+        uploaded again, a touch, a commit sent again) stays, and packs written after the
+        listing are not touched (module docstring). Returns how many ids are gone."""
         self.refresh()
         with self.lock:
             doomed = {oid for oid in ids if (oid in self.objects if objects else oid in self.commits)}
@@ -796,28 +899,32 @@ class Packs:
                 return 0
             packs = [key for key, held in self.pack_ids.items() if not doomed.isdisjoint(held)]
         for key in packs:
-            self._rewrite_without(key, doomed, objects=objects)
+            self._rewrite_without(key, doomed, objects=objects, older_than=older_than)
         self.cache.drop(doomed)
         self.refresh()  # the rewritten packs replace the old ones
-        return len(doomed)
+        with self.lock:
+            return sum(1 for oid in doomed if oid not in (self.objects if objects else self.commits))
 
-    def _rewrite_without(self, key: str, doomed: set[ObjectId], *, objects: bool) -> None:
+    def _rewrite_without(self, key: str, doomed: set[ObjectId], *, objects: bool, older_than: float) -> None:
         whole = self.client.get(key)
         if whole is None:
             return
         data = whole[0]
         decoded = decode_pack_header(self.client.where(key), data)
-        assert not isinstance(decoded, int)
+        if isinstance(decoded, int):
+            raise RepositoryError(f"{self.client.where(key)}: truncated pack")
         start, header = decoded
         kept_objects: list[tuple[ObjectId, bytes | None, float]] = []
         for raw, offset, length, mtime in header["objects"]:
             oid = ObjectId(raw)
-            if objects and oid in doomed:
+            if objects and oid in doomed and mtime < older_than:
                 continue
             frame = None if length == TOUCH else data[start + offset : start + offset + length]
             kept_objects.append((oid, frame, mtime))
         kept_commits = [(bytes(c), t) for c, t in header["commits"]
-                        if objects or ObjectId.of(bytes(c)) not in doomed]
+                        if objects or t >= older_than or ObjectId.of(bytes(c)) not in doomed]
+        if len(kept_objects) == len(header["objects"]) and len(kept_commits) == len(header["commits"]):
+            return  # every entry of a doomed id here is younger than the cutoff: the pack stays as it is
         if kept_objects or kept_commits:
             # The same name with a suffix sorts right after the old pack: first bytes stay first.
             new_key = key[: -len(".pack")] + f"-{secrets.token_hex(3)}.pack"
@@ -885,8 +992,10 @@ class S3ObjectStore:
     """The ``ObjectStore`` of a repository on S3 (frames in packs; see the module docstring).
 
     ``has_many`` answers from the index this client has read; a stale answer ("absent")
-    only makes a writer store an object again, which is a touch. Reads of ids it does
-    not know list the packs again first."""
+    only makes a writer store an object again. What a write may skip as stored is
+    narrower (``reusable_many``: bytes stored recently), so that a gc running meanwhile
+    cannot remove what the write relies on. Reads of ids it does not know list the packs
+    again first."""
 
     def __init__(self, packs: Packs) -> None:
         self.packs = packs
@@ -915,6 +1024,15 @@ class S3ObjectStore:
         known = self.packs.objects
         return {oid for oid in ids if oid in known}
 
+    def reusable_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
+        """The subset of ``ids`` a write may skip as stored: those whose bytes a pack holds
+        from less than ``GcTiming.reuse_window`` ago (``Packs.reusable``). The others it
+        puts again, and their bytes go up again (module docstring, "gc beside writers")."""
+        self.packs.ensure_loaded()
+        now = float(self.packs.clock())
+        with self.packs.lock:
+            return {oid for oid in ids if self.packs.reusable(oid, now)}
+
     def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
         self.packs.refresh()
         found = []
@@ -934,8 +1052,9 @@ class S3ObjectStore:
         objects, ages = self.packs.objects, self.packs.ages
         return {oid: ages[oid] for oid in ids if oid in objects and oid in ages}
 
-    def delete_many(self, ids: Iterable[ObjectId]) -> int:
-        return self.packs.delete(ids, objects=True)
+    def delete_many(self, ids: Iterable[ObjectId], older_than: float = math.inf) -> int:
+        """Remove the ids' entries older than ``older_than`` (``Packs.delete``)."""
+        return self.packs.delete(ids, objects=True, older_than=older_than)
 
     def sizes(self) -> StoreSizes:
         self.packs.refresh()
@@ -1019,8 +1138,9 @@ class S3CommitIndex:
         self._forgotten_before = max(self._forgotten_before, before)
         return old
 
-    def delete_many(self, ids: Iterable[ObjectId]) -> int:
-        return self.packs.delete(ids, objects=False)
+    def delete_many(self, ids: Iterable[ObjectId], older_than: float = math.inf) -> int:
+        """Remove the commits' entries older than ``older_than`` (``Packs.delete``)."""
+        return self.packs.delete(ids, objects=False, older_than=older_than)
 
 
 def read_meta(client: S3Client, key: str) -> str | None:

@@ -1,0 +1,274 @@
+"""gc on S3 beside writers (``snapvc.store.s3``, "gc beside writers"), against a real
+SeaweedFS server (tests/conftest.py): a writer relies only on bytes stored recently, a
+sweep removes only entries that stayed older than its cutoff, a grace below the safe
+minimum is refused unless forced, and gc run in a loop beside two writers at that
+minimum loses nothing any commit returned.
+
+The bounds are shrunk to seconds (``GcTiming``) so the loop runs in seconds; every
+client of a repository is opened with the same ones, as the docs require."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import snapvc
+from snapvc.errors import RepositoryError
+from snapvc.ids import ObjectId
+from snapvc.store.s3 import TOUCH, GcTiming, decode_pack_header
+
+ROOT = Path(__file__).resolve().parents[1]
+WORDS = ["plan", "tool", "result", "claim", "source", "draft", "check", "agent", "memory", "note"]
+
+
+class Clock:
+    """A clock that stays where it is put."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def document(seed: str, words: int) -> str:
+    import random
+
+    rnd = random.Random(seed)
+    return " ".join(f"{rnd.choice(WORDS)}{rnd.randrange(1000)}" for _ in range(words))
+
+
+def new_pack_entries(repo: snapvc.Repository, before: set[str]) -> dict[bytes, int]:
+    """Each object id in the packs written since ``before`` -> its entry's length (TOUCH for a touch)."""
+    client = repo.backend.client
+    out: dict[bytes, int] = {}
+    for key, _ in client.list("packs/"):
+        if key in before:
+            continue
+        found = client.get(key)
+        assert found is not None
+        decoded = decode_pack_header(client.where(key), found[0])
+        assert not isinstance(decoded, int)
+        out.update({bytes(raw): length for raw, _, length, _ in decoded[1]["objects"]})
+    return out
+
+
+def pack_keys(repo: snapvc.Repository) -> set[str]:
+    return {key for key, _ in repo.backend.client.list("packs/")}
+
+
+# Small for a test; the defaults are minutes (``GcTiming``).
+MINUTE = GcTiming(reuse_window=60.0, longest_write=30.0, clock_skew=5.0)
+
+
+def test_a_writer_uploads_again_bytes_stored_longer_ago_than_the_reuse_window(s3_url: str) -> None:
+    clock = Clock()
+    doc = {"doc": document("a", 3000)}  # chunks of a long string: objects of their own
+    with snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as repo:
+        repo.commit(doc, branch="first")
+        stored = repo.backend.objects.has_many([ObjectId(raw) for raw in new_pack_entries(repo, set())])
+        assert len(stored) > 3
+        clock.now += MINUTE.reuse_window / 2
+        before = pack_keys(repo)
+        repo.commit(doc, branch="second")  # recent bytes: relied on, a touch each at most
+        again = new_pack_entries(repo, before)
+        assert all(again.get(bytes(oid), TOUCH) == TOUCH for oid in stored)
+        clock.now += MINUTE.reuse_window
+        assert repo.backend.objects.has_many(stored) == stored  # stored, but too old to rely on
+        assert not repo.backend.reusable(stored)
+        before = pack_keys(repo)
+        repo.commit(doc, branch="third")
+        again = new_pack_entries(repo, before)
+        assert {oid for oid in stored if again.get(bytes(oid), TOUCH) != TOUCH} == stored
+        assert repo.backend.reusable(stored) == stored  # their bytes are recent again
+
+
+def _during_the_sweep(cleaner: snapvc.Repository, action: Callable[[], Any]) -> list[Any]:
+    """Run ``action`` once, in the gap no lock on S3 closes: after the sweep read the refs
+    again and before it lists the packs to delete from. Returns what it returned."""
+    packs = cleaner.backend.packs
+    original = packs.delete
+    done: list[Any] = []
+
+    def delete(*args: Any, **kwargs: Any) -> int:
+        if not done:
+            done.append(action())
+        return original(*args, **kwargs)
+
+    packs.delete = delete  # type: ignore[method-assign]
+    return done
+
+
+@pytest.mark.parametrize("words", [600, 12_000], ids=["touched", "found-stored"])
+def test_content_brought_back_while_gc_removes_it_stays_readable(s3_url: str, words: int) -> None:
+    """A value dropped long ago comes back in a commit made while a gc removes it. A few
+    objects are put again (a touch each, before); many are found stored and skipped."""
+    clock = Clock()
+    doc = document("b", words)
+    with snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as writer:
+        writer.commit({"n": 0})
+        writer.commit({"n": -1, "doc": doc}, branch="scratch")
+        writer.delete_branch("scratch")
+        clock.now += 10 * MINUTE.min_grace  # long unreachable and old
+        with snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as cleaner:
+            made = _during_the_sweep(cleaner, lambda: writer.commit({"n": 1, "doc": doc}))
+            report = cleaner.gc(grace=MINUTE.min_grace, reflog_expiry=0)
+            assert made and report.removed_objects  # the old copies did go
+    with snapvc.open(s3_url, create=False, gc_timing=MINUTE) as reader:
+        assert reader.checkout(made[0].id) == {"n": 1, "doc": doc}
+        assert reader.fsck().ok
+
+
+def test_a_sweep_keeps_what_was_stored_again_since_it_read_the_ages(s3_url: str) -> None:
+    """Another client uploads an object again after the sweep judged it old: the new copy
+    stays, the old one goes."""
+    clock = Clock()
+    doc = {"doc": document("c", 3000)}
+    with snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as repo:
+        repo.commit({"n": 0})
+        tree = repo.commit(doc, branch="scratch").tree
+        repo.delete_branch("scratch")
+        clock.now += 10 * MINUTE.min_grace
+        with snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as other:
+            frames = repo.backend.objects.get_many([tree])
+            _during_the_sweep(repo, lambda: other.backend.objects.put_many(frames.items()))
+            repo.gc(grace=MINUTE.min_grace, reflog_expiry=0)
+            assert other.backend.reusable([tree]) == {tree}
+    with snapvc.open(s3_url, create=False, gc_timing=MINUTE) as reader:
+        assert reader.store.get(tree)  # read and verified
+        assert reader.fsck().ok
+
+
+def test_a_grace_below_the_safe_minimum_is_refused_on_s3_unless_forced(s3_url: str, tmp_path: Path) -> None:
+    with snapvc.open(s3_url) as repo:
+        repo.commit({"n": 0})
+        repo.commit({"n": 1, "doc": "d" * 9000}, branch="doomed")
+        repo.delete_branch("doomed")
+        with pytest.raises(RepositoryError, match=r"10s is below 30m.*force=True") as info:
+            repo.gc(grace=10, reflog_expiry=0)
+        assert s3_url in str(info.value)
+        assert repo.gc(grace=0, reflog_expiry=0, dry_run=True).removed_objects  # a dry run deletes nothing
+        assert repo.commits.count() == 2
+        assert repo.gc(grace=30 * 60).removed_objects == ()  # the minimum itself is accepted
+        assert repo.gc(grace=0, reflog_expiry=0, force=True).removed_objects
+        assert repo.fsck().ok
+    with snapvc.open(tmp_path / "local.snapvc") as local:  # a sweep there excludes writers: no minimum
+        local.commit({"n": 0})
+        local.gc(grace=0)
+    with pytest.raises(ValueError, match="reuse_window"):
+        GcTiming(reuse_window=-1)
+    with pytest.raises(TypeError, match="GcTiming"):
+        snapvc.open(s3_url, gc_timing=60)  # type: ignore[arg-type]
+
+
+def test_the_command_line_refuses_a_short_grace_on_s3_and_forces_it(s3_url: str, tmp_path: Path) -> None:
+    snapvc.open(s3_url).close()
+    command = [sys.executable, "-m", "snapvc", "gc", "--repo", s3_url, "--grace", "0"]
+    refused = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert refused.returncode == 2 and "below 30m" in refused.stderr and "--force" in refused.stderr
+    forced = subprocess.run([*command, "--force"], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert forced.returncode == 0, forced.stderr
+
+
+# -- gc in a loop beside writers ------------------------------------------------------------
+
+# One second of reuse, two of the longest write, no skew (one machine): a minimum grace of
+# three seconds. A write here takes well under a second.
+LOOP = GcTiming(reuse_window=1.0, longest_write=2.0, clock_skew=0.0)
+LOOP_SECONDS = 12.0
+MAX_STEPS = 150
+PAUSE = 0.03  # between a writer's steps: fewer commits to check, as many gc runs beside them
+MAX_GC_RUNS = 60
+
+_WRITER = textwrap.dedent(
+    """
+    import random, sys, time
+    import snapvc
+    from snapvc.store.s3 import GcTiming
+    from tests.test_s3_gc_race import LOOP, document
+
+    url, agent, seconds, max_steps, pause = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+    rnd = random.Random(agent)
+    repo = snapvc.open(url, gc_timing=LOOP)
+    branch, scratch = f"agents/{agent}", f"scratch/{agent}"
+    state = {"messages": [], "doc": "", "step": 0}
+    dropped = []  # (when, seed) of documents committed on a scratch branch that is gone
+    print("ready", flush=True)
+    sys.stdin.readline()
+    ends = time.monotonic() + seconds
+    step = 0
+    while time.monotonic() < ends and step < max_steps:
+        # A document written, dropped with its branch, and brought back once it is
+        # older than the grace: long or short (many objects found stored, or a few put).
+        seed = f"{agent}-{step}"
+        words = rnd.choice([600, 12_000])
+        repo.commit({"doc": document(seed, words), "step": step}, branch=scratch, message="draft")
+        repo.delete_branch(scratch)
+        dropped.append((time.monotonic(), seed, words))
+        if time.monotonic() - dropped[0][0] > LOOP.min_grace + 0.5:
+            _, old, old_words = dropped.pop(0)
+            state["doc"] = document(old, old_words)
+        state["messages"].append({"role": "assistant", "content": f"{agent} {step} " + "x" * rnd.randrange(200, 900)})
+        state["step"] = step
+        commit = repo.commit(state, branch=branch, message=f"step {step}", metadata={"step": step})
+        print("commit", commit.id.hex, flush=True)
+        step += 1
+        time.sleep(pause)
+    repo.close()
+    print("done", flush=True)
+    """
+)
+
+
+def test_gc_in_a_loop_beside_two_writers_at_the_minimum_grace_loses_nothing(s3_url: str) -> None:
+    snapvc.open(s3_url).close()
+    writers = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, s3_url, f"w{i}", str(LOOP_SECONDS), str(MAX_STEPS), str(PAUSE)],
+                         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(2)
+    ]
+    runs = removed = 0
+    try:
+        for w in writers:
+            assert w.stdout is not None
+            line = w.stdout.readline()
+            assert line == "ready\n", line + (w.stderr.read() if w.stderr else "")
+        for w in writers:
+            assert w.stdin is not None
+            w.stdin.write("go\n")
+            w.stdin.flush()
+        with snapvc.open(s3_url, gc_timing=LOOP) as cleaner:
+            ends = time.monotonic() + LOOP_SECONDS + 60
+            while any(w.poll() is None for w in writers) and runs < MAX_GC_RUNS and time.monotonic() < ends:
+                removed += len(cleaner.gc(grace=LOOP.min_grace, reflog_expiry=0).removed_objects)
+                runs += 1
+        outputs = [w.communicate(timeout=120) for w in writers]
+    finally:
+        for w in writers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+    for w, (_, err) in zip(writers, outputs, strict=True):
+        assert w.returncode == 0, err
+    commits = [line.split()[1] for out, _ in outputs for line in out.splitlines() if line.startswith("commit ")]
+    assert runs >= 3 and removed, (runs, removed)  # gc did run beside them, and removed what they dropped
+    assert len(commits) >= 40, len(commits)
+    print(f"\n{runs} gc runs at a grace of {LOOP.min_grace:g} s beside 2 writers removed {removed} objects; "
+          f"checking the {len(commits)} commits they made")
+    with snapvc.open(s3_url, create=False, gc_timing=LOOP) as reader:
+        unreadable = []
+        for hex_id in commits:
+            try:
+                reader.checkout(hex_id)
+            except snapvc.SnapvcError as exc:
+                unreadable.append(f"{hex_id[:12]}: {exc}")
+        assert not unreadable, f"{len(unreadable)} of {len(commits)} commits lost: {unreadable[:3]}"
+        report = reader.fsck()
+        assert report.ok, report
