@@ -268,10 +268,10 @@ class InvalidRefNameError(RefError, ValueError):
 
 
 class RefNotFoundError(RefError, KeyError):
-    """A ref that does not exist."""
+    """A ref that does not exist; ``message``, when given, says what needed it."""
 
-    def __init__(self, ref: str) -> None:
-        super().__init__(ref, f"ref {ref!r} does not exist")
+    def __init__(self, ref: str, message: str | None = None) -> None:
+        super().__init__(ref, message or f"ref {ref!r} does not exist")
 
     def __str__(self) -> str:
         return str(self.args[0])

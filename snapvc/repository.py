@@ -32,6 +32,7 @@ from snapvc.errors import (
     InvalidCommitError,
     ObjectNotFoundError,
     RefConflictError,
+    RefError,
     RefExistsError,
     RefNotFoundError,
     RepositoryError,
@@ -491,7 +492,7 @@ class Repository:
         """Delete a branch; its commits stay reachable through the reflog until gc expires it."""
         ref = branch_ref(name)
         if self.refs.get_symbolic("HEAD") == ref:
-            raise RefExistsError(ref) from ValueError(f"cannot delete {name!r}: HEAD is on it; check out another branch first")
+            raise RefError(ref, f"cannot delete branch {name!r}: HEAD is on it; check out another branch first")
         old = self._move(ref, None, "branch: deleted", must_exist=True)
         self._encode_caches.pop(ref, None)
         assert old is not None
@@ -821,7 +822,7 @@ class Repository:
         name = short_name(ref)
         tip = self.refs.get(ref)
         if tip is None:
-            raise RefNotFoundError(ref) from ValueError(f"cannot merge into {name!r}: no such branch")
+            raise RefNotFoundError(ref, f"cannot merge into {name!r}: there is no such branch")
         theirs = self.resolve(source)
         base = self.merge_base(tip, theirs)
         if base == theirs:
@@ -865,7 +866,7 @@ class Repository:
         ref = self._branch_ref(branch)
         tip = self.refs.get(ref)
         if tip is None:
-            raise RefNotFoundError(ref) from ValueError(f"branch {short_name(ref)!r} has no commit")
+            raise RefNotFoundError(ref, f"branch {short_name(ref)!r} does not exist, or has no commit yet")
         return ref, tip
 
     def _change_of(self, rev: str | ObjectId, mainline: int) -> tuple[Commit, ObjectId | None]:
@@ -1034,7 +1035,7 @@ class Repository:
         ref = self._branch_ref(branch)
         tip = self.refs.get(ref)
         if tip is None:
-            raise RefNotFoundError(ref) from ValueError(f"no branch {short_name(ref)!r}")
+            raise RefNotFoundError(ref, f"no branch {short_name(ref)!r}")
         commits = list(self.log(tip))
         distinct: dict[bytes, int] = {}
         waiting = [c.tree for c in commits]
@@ -1122,6 +1123,11 @@ def open(location: str | os.PathLike[str] = "agent.snapvc", *, create: bool = Tr
 
     ``durability`` is ``"sync"``, ``"normal"`` (default) or ``"batch"`` (see
     ``snapvc.store.sqlite``). ``clock`` and ``author`` are injectable for reproducible runs.
+
+    Nothing that is not a repository is opened or changed: a folder, a pipe, a device, a
+    file of another format or an SQLite database of another program raise
+    ``NotARepositoryError``, and so does an empty file (or an empty SQLite database)
+    unless ``create``, which makes a missing or empty file a new repository.
     """
     backend = open_backend(location, create=create, durability=durability, clock=clock, **options)
     return Repository(backend, clock=clock or time.time, author=author)

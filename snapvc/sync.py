@@ -414,7 +414,7 @@ def push(repo: Repository, remote: Repository | str, branch: str | None = None, 
     name = short_name(ref)
     tip = repo.refs.get(ref)
     if tip is None:
-        raise RefNotFoundError(ref) from ValueError(f"cannot push {name!r}: no such branch here")
+        raise RefNotFoundError(ref, f"cannot push {name!r}: there is no such branch here")
     other = _Opened(repo, remote, options, create=True)
     try:
         dst = other.repo
@@ -444,7 +444,7 @@ def _fetch_from(repo: Repository, other: _Opened, branches: Iterable[str] | None
         wanted = list(branches)
         for b in wanted:
             if b not in heads:
-                raise RefNotFoundError(branch_ref(b)) from ValueError(f"{other.label} has no branch {b!r}")
+                raise RefNotFoundError(branch_ref(b), f"{other.label} has no branch {b!r}")
         heads = {b: heads[b] for b in wanted}
     _refresh(src)
     transfer = copy_history(src, repo, heads.values(), progress=progress)

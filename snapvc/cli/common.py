@@ -32,11 +32,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import snapvc
 
-__all__ = ["Output", "commit_json", "find_repo", "open_repo", "parse_assignments", "parse_time", "pass_output", "progress",
-           "progress_bar", "repo_command", "rev_completion", "state_path", "value_at"]
+__all__ = ["STDOUT", "Output", "commit_json", "find_repo", "open_repo", "parse_assignments", "parse_time", "pass_output",
+           "progress", "progress_bar", "repo_command", "rev_completion", "state_path", "value_at"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
+
+# The name errors give standard output (as the ``filename`` of an ``OSError``).
+STDOUT = "standard output"
 
 
 # -- the repository ---------------------------------------------------------------------------
@@ -80,6 +83,15 @@ def repo_command(fn: F) -> F:
 # -- output -----------------------------------------------------------------------------------
 
 
+class _Console(Console):
+    """A rich console that leaves a closed pipe to ``snapvc.cli.main``, which decides
+    for every command what it means (rich's own answer is to exit with status 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # nothing more to print to a pipe nobody reads
+        raise  # the BrokenPipeError being handled, as it was raised
+
+
 class Output:
     """Where a command's output goes: ``console`` (stdout), ``err`` (stderr), ``json()``
     for ``--json``, and ``paged()`` around long output."""
@@ -89,8 +101,8 @@ class Output:
             {"color_system": None} if color == "never" else {}
         if not sys.stdout.isatty():
             style["width"] = 1 << 20  # to a pipe or a file, lines are never cut to fit a screen
-        self.console = Console(highlight=False, soft_wrap=True, emoji=False, **style)
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False, **style)
+        self.console = _Console(highlight=False, soft_wrap=True, emoji=False, **style)
+        self.err = _Console(stderr=True, highlight=False, soft_wrap=True, emoji=False, **style)
         self.pager = pager
 
     @staticmethod
@@ -199,16 +211,16 @@ def parse_time(text: str, option: str, now: Callable[[], datetime] = lambda: dat
     ``2026-11-23T10:00``, with or without a zone; without one it is local time, as in
     git), Unix seconds, or ``N seconds|minutes|hours|days|weeks ago``."""
     ago = _AGO.match(text)
-    if ago:
-        return now() - timedelta(**{ago.group(2).lower() + "s": float(ago.group(1))})
-    if re.fullmatch(r"\d+(\.\d+)?", text.strip()):
-        return datetime.fromtimestamp(float(text), UTC)
     try:
+        if ago:
+            return now() - timedelta(**{ago.group(2).lower() + "s": float(ago.group(1))})
+        if re.fullmatch(r"\d+(\.\d+)?", text.strip()):
+            return datetime.fromtimestamp(float(text), UTC)
         when = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise click.BadParameter(f"{text!r} is not a time: give e.g. 2026-11-23, 2026-11-23T10:00:00, "
-                                 "1763892000 or '2 hours ago'", param_hint=option) from None
-    return when if when.tzinfo is not None else when.astimezone()
+        return when if when.tzinfo is not None else when.astimezone()
+    except (ValueError, OverflowError, OSError):  # not a time, or one before or after any date Python can name
+        raise click.BadParameter(f"{text!r} is not a time between the years 1 and 9999: give e.g. 2026-11-23, "
+                                 "2026-11-23T10:00:00, 1763892000 or '2 hours ago'", param_hint=option) from None
 
 
 def state_path(text: str) -> tuple[str | int, ...]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import click
@@ -31,6 +30,7 @@ from snapvc.cli.common import (
 from snapvc.cli.graph import graph_rows
 from snapvc.cli.render import change_json, commit_line, decoration, graph_markup, labels_by_commit, render_changes
 from snapvc.diff import format_path, plain_value, short_repr
+from snapvc.files import write_atomically
 from snapvc.repository import format_bytes
 
 __all__ = ["checkout", "diff", "history", "log", "reflog", "show", "stats"]
@@ -183,8 +183,8 @@ def checkout(out: Output, repo_path: str | None, as_json: bool, rev: str, dotted
         text = _dumps(value)
         if output is None:
             click.echo(text)
-        else:
-            Path(output).write_text(text + "\n")
+        else:  # all or nothing: a failed write (a full disk) leaves the old file as it was
+            write_atomically(output, (text + "\n").encode())
         if repo.head != before:
             out.err.print(f"Switched to branch '{escape(repo.head)}'")
 

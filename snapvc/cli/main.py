@@ -4,24 +4,28 @@ Every command takes ``--repo`` (default: ``$SNAPVC_REPO``, else the nearest ``*.
 file, looking in the working directory and then upwards, like git;
 ``SNAPVC_CEILING_DIRECTORIES`` stops the search as ``GIT_CEILING_DIRECTORIES`` does) and
 ``--json``. Exit codes: 0 on success, 1 when differences or conflicts were found, 2 on
-bad usage or input (with a message that says what was wrong and what to do), 130 when
-interrupted. The commands live in ``inspect.py`` (reading) and ``change.py`` (writing);
-``common.py`` has what they share.
+bad usage or input and on every error, the system's too (a missing folder, a full disk,
+no permission: ``snapvc: error: FILE: reason``), 130 when interrupted, and 141 when the
+reader of the output went away (``snapvc log | head``): quietly, with the status a shell
+reports for git, killed by SIGPIPE there. The commands live in ``inspect.py`` (reading)
+and ``change.py`` (writing); ``common.py`` has what they share.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import traceback
 from pathlib import Path
+from typing import Any, NoReturn
 
 import click
 from click.shell_completion import get_completion_class
 
 import snapvc
 from snapvc.cli import change, git, inspect, maintenance, sync
-from snapvc.cli.common import Output
+from snapvc.cli.common import STDOUT, Output
 from snapvc.errors import (
     AmbiguousRevisionError,
     CheckpointNotFoundError,
@@ -60,7 +64,22 @@ HINTS: tuple[tuple[type[BaseException], str], ...] = (
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Group(click.Group):
+    """The ``snapvc`` group: a system error in any command goes to ``_os_failure``.
+
+    Here rather than in ``main`` alone, because click's own handler, around every
+    command, turns a closed pipe into a silent exit 1 before ``main`` could see it."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if isinstance(exc, SnapvcError):  # e.g. RepositoryNotFoundError: main gives its hint
+                raise
+            _os_failure(exc)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(snapvc.__version__, prog_name="snapvc")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
               envvar="SNAPVC_COLOR", help="colour the output (auto: on a terminal; NO_COLOR is honoured)")
@@ -104,17 +123,114 @@ for command in (change.init, change.commit, inspect.checkout, inspect.show, insp
     cli.add_command(command)
 
 
-def _fail(message: str, hint: str | None = None) -> None:
-    click.echo(f"snapvc: error: {message}", err=True)
-    if hint:
-        click.echo(f"hint: {hint}", err=True)
+# The status of a process killed by SIGPIPE, as a shell reports it (128 + 13): what
+# 'git log | head' leaves under 'set -o pipefail'.
+EXIT_OUTPUT_CLOSED = 141
+
+
+def _fail(message: str, hint: str | None = None) -> NoReturn:
+    try:
+        click.echo(f"snapvc: error: {message}", err=True)
+        if hint:
+            click.echo(f"hint: {hint}", err=True)
+    except OSError:  # stderr itself is gone or full: the exit status is all that is left to say it
+        pass
     sys.exit(2)
 
 
+class _StandardOutput(io.FileIO):
+    """File descriptor 1, whose errors name it: a write that fails (a full disk behind
+    '> file', a reader that quit) raises an ``OSError`` whose ``filename`` is ``STDOUT``,
+    so ``main`` can tell a closed output from any other broken pipe and say which file
+    was full."""
+
+    def write(self, data: bytes) -> int | None:  # type: ignore[override]
+        try:
+            return super().write(data)
+        except OSError as exc:
+            exc.filename = STDOUT
+            raise
+
+
+def _open_closed_std_fds() -> None:
+    """Give a standard file descriptor closed by the caller (``snapvc log >&-``) the null
+    device, as git does: else the next file opened, the repository itself, would get its
+    number, and output meant for the terminal would be written into it."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)  # the lowest free number: fd itself, in order
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    # Python leaves the streams of closed descriptors as None; commands read and write them.
+    if sys.stdin is None:
+        sys.stdin = open(0, closefd=False)
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", closefd=False)
+
+
+def _name_stdout_errors() -> None:
+    """Send ``sys.stdout`` through ``_StandardOutput``, keeping its encoding and buffering."""
+    old = sys.stdout
+    if old is not None:
+        try:
+            if old.fileno() != 1:
+                return
+        except (AttributeError, OSError, ValueError):  # not the real stdout (embedded, captured): nothing to name
+            return
+        old.flush()
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(_StandardOutput(1, "w", closefd=False)),
+                                  encoding=old.encoding if old else "utf-8", errors=old.errors if old else "strict",
+                                  line_buffering=old.line_buffering if old else False)
+
+
+def _drop_stdout() -> None:
+    """After stdout failed, send what is still buffered for it nowhere: else Python's
+    flush at exit fails again and prints a traceback of its own."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _os_error(exc: OSError) -> str:
+    """An ``OSError`` as a message: the file (or files) it was about, then the reason."""
+    reason = exc.strerror or str(exc)
+    if exc.filename is not None and exc.filename2 is not None:
+        return f"{exc.filename} -> {exc.filename2}: {reason}"
+    if exc.filename is not None:
+        return f"{exc.filename}: {reason}"
+    return reason
+
+
+def _os_failure(exc: OSError) -> NoReturn:
+    """Exit for a system error: 141 without a word when the reader of the output quit,
+    else 2 with the file and the reason."""
+    if exc.filename == STDOUT:
+        _drop_stdout()
+        if isinstance(exc, BrokenPipeError):  # the reader quit early (| head): as with git, no message
+            sys.exit(EXIT_OUTPUT_CLOSED)
+    _fail(_os_error(exc))
+
+
 def main() -> None:
-    """The ``snapvc`` entry point: runs the command and turns errors into exit codes."""
+    """The ``snapvc`` entry point: runs the command and turns errors into exit codes.
+
+    Every error ends here (a system error inside a command, in ``_Group.invoke``), so
+    no command handles the system's errors itself: a missing folder, a full disk, a file
+    it may not read all become ``snapvc: error: FILE: reason`` with exit status 2."""
+    _open_closed_std_fds()
+    _name_stdout_errors()
     try:
-        cli.main(standalone_mode=False, prog_name="snapvc")
+        # Output still buffered is written before the exit, while a failure can be
+        # reported; Python's own flush at exit would only print a traceback.
+        try:
+            cli.main(standalone_mode=False, prog_name="snapvc")
+        except (SystemExit, click.exceptions.Exit):  # a status the command chose (diff: 1)
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.Abort:
@@ -127,10 +243,8 @@ def main() -> None:
         _fail(str(exc), next((hint for kind, hint in HINTS if isinstance(exc, kind)), None))
     except ValueError as exc:  # bad input the library refused (a mainline number, a malformed value)
         _fail(str(exc))
-    except BrokenPipeError:  # the reader of a pipe quit early (| head): as with git, not an error
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        sys.exit(0)
+    except OSError as exc:  # outside a command: the last flush of the output, reading the options
+        _os_failure(exc)
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception:

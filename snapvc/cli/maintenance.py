@@ -25,7 +25,11 @@ def parse_duration(text: str, option: str) -> timedelta:
     found = _DURATION.match(text)
     if not found:
         raise click.BadParameter(f"{text!r} is not a duration: give e.g. 0, 90s, 30m, 1h, 2d or 1w", param_hint=option)
-    return timedelta(seconds=float(found.group(1)) * _UNITS[found.group(2) or "s"])
+    try:
+        return timedelta(seconds=float(found.group(1)) * _UNITS[found.group(2) or "s"])
+    except OverflowError:
+        raise click.BadParameter(f"{text!r} is longer than a duration can be ({timedelta.max.days:,} days)",
+                                 param_hint=option) from None
 
 
 def _hours(delta: timedelta) -> str:
@@ -70,7 +74,7 @@ def gc(out: Output, repo_path: str | None, as_json: bool, dry_run: bool, grace: 
 
 @click.command()
 @repo_command
-@click.option("--salvage", "salvage_to", metavar="DIR",
+@click.option("--salvage", "salvage_to", metavar="DIR", type=click.Path(file_okay=False),
               help="also write every commit that is still whole to DIR as exact JSON (and DIR/index.json)")
 @click.option("--dangling", is_flag=True, help="list the dangling objects and commits by id")
 @pass_output

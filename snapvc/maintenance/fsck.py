@@ -34,6 +34,7 @@ import orjson
 from snapvc import sync
 from snapvc.encoding.jsonable import to_jsonable
 from snapvc.errors import CorruptObjectError, DamagedRowsError, ObjectNotFoundError, RefError, RepositoryError, SnapvcError
+from snapvc.files import write_atomically
 from snapvc.ids import ObjectId
 from snapvc.maintenance.graph import Edge, Progress, batches, no_progress, read_batch, read_children, read_frames, with_bases
 from snapvc.objects import COMMIT, KIND_NAMES, Commit, split_object
@@ -450,7 +451,7 @@ def salvage(repo: Repository, folder: str | Path, progress: Progress = no_progre
         if whole:
             try:
                 state = repo.loader.materialize(commit.tree)
-                (out / f"{commit.id.hex}.json").write_bytes(orjson.dumps(to_jsonable(state)))
+                write_atomically(out / f"{commit.id.hex}.json", orjson.dumps(to_jsonable(state)))
             except SnapvcError:
                 whole = False
         (saved if whole else lost).append(commit.id)
@@ -460,5 +461,5 @@ def salvage(repo: Repository, folder: str | Path, progress: Progress = no_progre
             metadata, when = None, None
         index.append({"id": commit.id.hex, "refs": labels.get(commit.id, []), "message": commit.message,
                       "metadata": metadata, "time": when, "parents": [p.hex for p in commit.parents], "saved": whole})
-    (out / "index.json").write_bytes(orjson.dumps(index, option=orjson.OPT_INDENT_2))
+    write_atomically(out / "index.json", orjson.dumps(index, option=orjson.OPT_INDENT_2))
     return SalvageResult(out, tuple(saved), tuple(lost))

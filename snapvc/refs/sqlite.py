@@ -20,6 +20,8 @@ from snapvc.store.sqlite import SqliteFile, is_number, wrong
 
 __all__ = ["SqliteRefStore"]
 
+_SQLITE_MAX_INT = (1 << 63) - 1
+
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS refs (name TEXT PRIMARY KEY, target BLOB NOT NULL)",
     "CREATE TABLE IF NOT EXISTS symrefs (name TEXT PRIMARY KEY, target TEXT NOT NULL)",
@@ -140,7 +142,9 @@ class SqliteRefStore:
         with self.file.reading(f"the reflog of {name!r}"):
             rows = self.file.conn.execute(
                 "SELECT old, new, time, reason FROM reflog WHERE ref = ? ORDER BY seq DESC LIMIT ?",
-                (name, -1 if limit is None else limit),
+                # SQLite's LIMIT is a signed 64-bit integer; no reflog holds more entries,
+                # so a larger limit (main@{99999999999999999999}) asks for all of them.
+                (name, -1 if limit is None or limit > _SQLITE_MAX_INT else limit),
             ).fetchall()
         entries: builtins.list[ReflogEntry] = []
         damaged: dict[str, str] = {}

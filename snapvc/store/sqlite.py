@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -81,6 +82,17 @@ def is_number(value: object) -> bool:
     return type(value) is int or type(value) is float
 
 
+def _file_kind(mode: int) -> str:
+    """What a path that is not a regular file or a folder is, for an error message."""
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
 class SqliteFile:
     """One open snapvc SQLite file, shared by the stores that live in it."""
 
@@ -93,7 +105,7 @@ class SqliteFile:
         if not exists and not create:
             raise RepositoryNotFoundError(f"no snapvc repository at {str(self.path)!r}")
         if exists:
-            self._check_foreign_file()
+            self._check_foreign_file(create)
         elif not self.path.parent.exists():
             raise RepositoryNotFoundError(f"cannot create {str(self.path)!r}: folder {str(self.path.parent)!r} does not exist")
         elif not self.path.parent.is_dir():
@@ -107,7 +119,7 @@ class SqliteFile:
         self._depth = 0
         self._checkpointer: _Checkpointer | None = None
         try:
-            self._setup(exists)
+            self._setup(exists, create)
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise NotARepositoryError(f"{str(self.path)!r} is not a snapvc repository: {exc}") from None
@@ -115,15 +127,31 @@ class SqliteFile:
             self.conn.close()
             raise
 
-    def _check_foreign_file(self) -> None:
-        if self.path.is_dir():
+    def _check_foreign_file(self, create: bool) -> None:
+        """Refuse what is not a snapvc file before SQLite touches it: a folder; a pipe, a
+        socket or a device (opening a pipe waits for a writer forever, and SQLite would
+        write into a device); a file of another format; and, unless asked to create a
+        repository, an empty file, which SQLite would silently turn into one."""
+        mode = self.path.stat().st_mode
+        if stat.S_ISDIR(mode):
             raise NotARepositoryError(f"{str(self.path)!r} is a folder, not a snapvc repository file")
-        with open(self.path, "rb") as f:
-            head = f.read(len(_SQLITE_MAGIC))
+        if not stat.S_ISREG(mode):
+            raise NotARepositoryError(f"{str(self.path)!r} is {_file_kind(mode)}, not a snapvc repository file")
+        # O_NONBLOCK: should the path become a pipe after the check above, the read below
+        # returns at once instead of waiting for a writer.
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise NotARepositoryError(f"{str(self.path)!r} is not a regular file, not a snapvc repository file")
+            head = os.read(fd, len(_SQLITE_MAGIC))
+        finally:
+            os.close(fd)
+        if not head and not create:
+            raise NotARepositoryError(f"{str(self.path)!r} is an empty file, not a snapvc repository")
         if head and head != _SQLITE_MAGIC:
             raise NotARepositoryError(f"{str(self.path)!r} is not a snapvc repository (not an SQLite file)")
 
-    def _setup(self, existed: bool) -> None:
+    def _setup(self, existed: bool, create: bool) -> None:
         c = self.conn
         app_id = c.execute("PRAGMA application_id").fetchone()[0]
         has_tables = c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
@@ -131,6 +159,9 @@ class SqliteFile:
             raise NotARepositoryError(
                 f"{str(self.path)!r} is an SQLite file of another application (application_id {app_id:#x})"
             )
+        if app_id != APPLICATION_ID and not create:
+            # An empty database: it becomes a repository only when creation was asked for.
+            raise NotARepositoryError(f"{str(self.path)!r} is an empty SQLite database, not a snapvc repository")
         if not existed:
             c.execute(f"PRAGMA page_size={PAGE_SIZE}")  # fixed once the file has pages
         c.execute("PRAGMA journal_mode=WAL")
