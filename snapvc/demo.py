@@ -56,7 +56,7 @@ def run_demo(path: str | Path | None = None, console: Console | None = None) -> 
         path = Path(tempfile.mkdtemp(prefix="snapvc-demo-")) / "agent.snapvc"
     path = Path(path)
     if path.exists():
-        raise FileExistsError(f"{path} exists; the demo needs a new repository path")
+        raise snapvc.InvalidArgumentError("path", f"{path} exists; the demo needs a new repository path")
     repo = snapvc.open(path)
     out: dict[str, Any] = {"path": str(path)}
 

@@ -1,13 +1,20 @@
 """Every error snapvc raises, in one tree.
 
     SnapvcError
+    ├── InvalidArgumentError         an argument of the wrong type or value (names the argument)
+    ├── InvalidObjectIdError         bytes or text that are not an object id (32 bytes, 64 hex digits)
     ├── UnsupportedValueError        a value snapvc cannot store (names the path in the state)
     ├── UnknownTypeError             a stored typed value whose adapter is not registered
     ├── TypeAdapterError             a registered type's from_fields raised (names the adapter and the class)
-    ├── PathError                    a dotted path into a State that does not lead where asked
+    ├── MalformedJsonError           JSON that is not snapvc's JSON form of a value or checkpoint (names the path)
+    ├── PathError                    a path into a State, or a key or index of a lazy view, that leads nowhere
     ├── PatchError                   a JSON Patch operation that cannot be applied (names it)
     ├── InvalidCommitError           a commit field of the wrong type or value (names the field, and the commit)
     ├── GitError                     a git repository snapvc cannot read or write, or a push refused
+    ├── RunnerError                  a Runner that cannot run as asked (names the step)
+    │   ├── InvalidStepError         a step or list of steps the Runner refuses (fn not callable, a name twice...)
+    │   ├── StepContractError        a step that returned neither None nor a mapping, or whose route names no step
+    │   └── ResumeError              a checkpoint the Runner cannot resume from (names it)
     ├── RepositoryError
     │   ├── RepositoryNotFoundError  no repository at that path (and creation not asked for)
     │   ├── NotARepositoryError      the file exists but is not a snapvc repository
@@ -37,13 +44,20 @@ from __future__ import annotations
 
 __all__ = [
     "SnapvcError",
+    "InvalidArgumentError",
+    "InvalidObjectIdError",
     "UnsupportedValueError",
     "UnknownTypeError",
     "TypeAdapterError",
+    "MalformedJsonError",
     "PathError",
     "PatchError",
     "InvalidCommitError",
     "GitError",
+    "RunnerError",
+    "InvalidStepError",
+    "StepContractError",
+    "ResumeError",
     "RepositoryError",
     "RepositoryNotFoundError",
     "NotARepositoryError",
@@ -68,6 +82,26 @@ __all__ = [
 
 class SnapvcError(Exception):
     """Base of every error snapvc raises."""
+
+
+class InvalidArgumentError(SnapvcError, TypeError, ValueError):
+    """An argument of the wrong type or value given to a snapvc call (a durability mode
+    it does not have, a ``resolve`` strategy that is none of the known ones, a ref name
+    that is not a str...). ``argument`` names it. Both a ``TypeError`` and a
+    ``ValueError``: a wrong argument, of either kind, is caught as Python's own are."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        self.argument = argument
+        super().__init__(message)
+
+
+class InvalidObjectIdError(SnapvcError, ValueError):
+    """Bytes that are not 32 long, or text that is not 64 hex digits, given as an object
+    id. ``value`` is what was given."""
+
+    def __init__(self, value: object, message: str) -> None:
+        self.value = value
+        super().__init__(message)
 
 
 class UnsupportedValueError(SnapvcError, TypeError):
@@ -107,11 +141,26 @@ class TypeAdapterError(SnapvcError):
         )
 
 
-class PathError(SnapvcError, KeyError):
+class MalformedJsonError(SnapvcError, ValueError):
+    """JSON that is not snapvc's JSON form of a value (``snapvc.from_jsonable``: a
+    malformed ``{"$snapvc": ...}`` object, or one of a kind it does not know) or of a
+    checkpoint (``Checkpoint.from_dict``: a key missing, a time that is none). ``path``
+    says where (``state['messages'][3]``), ``reason`` what is wrong. A value nested
+    deeper than a state may be is an ``UnsupportedValueError``, as the encoder says."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+class PathError(SnapvcError, KeyError, IndexError):
     """A path into a ``State`` (``"research.findings.0"``) that does not lead where asked:
     a missing key, an index out of range, a step into a value that is not a dict or
-    list, or a malformed path. ``path`` is the path as given, ``reason`` what was wrong.
-    A ``KeyError``, so ``state["missing"]`` behaves as a mapping's lookup does."""
+    list, or a malformed path; or a key or index a lazy ``MapView``/``SeqView`` does not
+    have. ``path`` is the path as given, ``reason`` what was wrong. A ``KeyError`` and
+    an ``IndexError``, so ``state["missing"]`` and ``view[99]`` behave as a mapping's and
+    a sequence's lookups do."""
 
     def __init__(self, path: object, reason: str) -> None:
         self.path = path
@@ -170,6 +219,40 @@ class GitError(SnapvcError):
     or a git remote that refused or failed a push (names the remote and the refs)."""
 
 
+class RunnerError(SnapvcError):
+    """A ``snapvc.Runner`` that cannot run as asked; ``step`` names the step concerned
+    (None when the problem is not one step's). A step's own exception is never wrapped
+    in one: it goes on as it was raised."""
+
+    def __init__(self, step: str | None, message: str) -> None:
+        self.step = step
+        super().__init__(message)
+
+
+class InvalidStepError(RunnerError, TypeError, ValueError):
+    """A step, or a list of steps, that a ``Runner`` refuses: a ``fn`` that is not
+    callable, a name that is empty or given twice, a ``next`` that is no step of the
+    runner, ``retries`` below 0, no steps at all, or async steps given to ``run()``
+    (``arun()`` runs them). Both a ``TypeError`` and a ``ValueError``, as
+    ``InvalidArgumentError`` is."""
+
+
+class StepContractError(RunnerError, TypeError, ValueError):
+    """A step that broke the runner's contract while it ran: it returned something else
+    than None or a mapping of metrics (an awaitable, under ``run()``), or its route
+    returned a name that is no step of the runner. Not retried: it would again."""
+
+
+class ResumeError(RunnerError, ValueError):
+    """A checkpoint a ``Runner`` cannot resume from: its runner metadata is not a
+    runner's, or it resumes at a step this runner does not have (the steps changed
+    since; ``run(restart=True)`` starts again from the first). ``checkpoint`` is its id."""
+
+    def __init__(self, checkpoint: str | None, step: str | None, message: str) -> None:
+        self.checkpoint = checkpoint
+        super().__init__(step, message)
+
+
 class RepositoryError(SnapvcError):
     """A problem with the repository as a whole."""
 
@@ -184,6 +267,23 @@ class NotARepositoryError(RepositoryError):
 
 class FormatVersionError(RepositoryError):
     """Stored data uses a format version or codec this snapvc does not know."""
+
+
+class DamagedRowsError(RepositoryError):
+    """Rows of a repository's file whose values have the wrong type or size (an id that is
+    not 32 bytes, a time stored as text): a hand edit or another tool wrote them.
+    ``damaged`` maps each row (a ref name, ``ref@{n}`` for a reflog entry, an object id,
+    ``table row n``) to what is wrong with it. A read of many rows reads them all before
+    raising, so every damaged one is named at once, and ``readable`` holds what it could
+    read (fsck checks those; nothing else uses a partial answer)."""
+
+    def __init__(self, file: str, damaged: dict[str, str], readable: object = None) -> None:
+        self.file = file
+        self.damaged = damaged
+        self.readable = readable
+        rows = "; ".join(f"{row}: {what}" for row, what in damaged.items())
+        super().__init__(f"{file!r} holds {len(damaged)} damaged row{'s' if len(damaged) != 1 else ''}: {rows}; "
+                         f"run 'snapvc fsck'")
 
 
 class ObjectError(SnapvcError):
@@ -203,23 +303,6 @@ class ObjectNotFoundError(ObjectError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
-
-class DamagedRowsError(RepositoryError):
-    """Rows of a repository's file whose values have the wrong type or size (an id that is
-    not 32 bytes, a time stored as text): a hand edit or another tool wrote them.
-    ``damaged`` maps each row (a ref name, ``ref@{n}`` for a reflog entry, an object id,
-    ``table row n``) to what is wrong with it. A read of many rows reads them all before
-    raising, so every damaged one is named at once, and ``readable`` holds what it could
-    read (fsck checks those; nothing else uses a partial answer)."""
-
-    def __init__(self, file: str, damaged: dict[str, str], readable: object = None) -> None:
-        self.file = file
-        self.damaged = damaged
-        self.readable = readable
-        rows = "; ".join(f"{row}: {what}" for row, what in damaged.items())
-        super().__init__(f"{file!r} holds {len(damaged)} damaged row{'s' if len(damaged) != 1 else ''}: {rows}; "
-                         f"run 'snapvc fsck'")
-
 
 
 class CorruptObjectError(ObjectError):

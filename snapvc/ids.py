@@ -12,6 +12,8 @@ from typing import Final
 
 import blake3
 
+from snapvc.errors import InvalidObjectIdError
+
 __all__ = ["ObjectId", "MIN_PREFIX", "SHORT_LENGTH", "hash_bytes"]
 
 ID_SIZE: Final = 32
@@ -26,21 +28,25 @@ def hash_bytes(data: bytes) -> bytes:
 
 
 class ObjectId(bytes):
-    """A 32-byte object address; a ``bytes`` subclass so it is hashable, orderable and compact."""
+    """A 32-byte object address; a ``bytes`` subclass so it is hashable, orderable and
+    compact. Anything else than 32 bytes (or, for ``from_hex``, 64 hex digits) raises
+    ``InvalidObjectIdError``."""
 
     __slots__ = ()
 
     def __new__(cls, raw: bytes) -> ObjectId:
         if len(raw) != ID_SIZE:
-            raise ValueError(f"an object id is {ID_SIZE} bytes, got {len(raw)}")
+            raise InvalidObjectIdError(raw, f"an object id is {ID_SIZE} bytes, got {len(raw)}")
         return super().__new__(cls, raw)
 
     @classmethod
     def from_hex(cls, text: str) -> ObjectId:
         """Parse a full 64-digit hex id."""
+        if not isinstance(text, str):
+            raise InvalidObjectIdError(text, f"an object id in hex is a str, not a {type(text).__name__}")
         text = text.strip().lower()
         if len(text) != 2 * ID_SIZE or not _HEX.fullmatch(text):
-            raise ValueError(f"not a full object id: {text!r} (expected 64 hex digits)")
+            raise InvalidObjectIdError(text, f"not a full object id: {text!r} (expected 64 hex digits)")
         return cls(bytes.fromhex(text))
 
     @classmethod

@@ -52,6 +52,7 @@ from snapvc.encoding.reader import Loader, MapView, Part, SeqView, tree_root
 from snapvc.encoding.splice import TreeSplicer
 from snapvc.encoding.values import REF_PREFIX
 from snapvc.encoding.writer import SINGLE_NODE_ENTRIES, element_encoder
+from snapvc.errors import InvalidArgumentError
 from snapvc.ids import ObjectId
 from snapvc.objects import Commit
 
@@ -137,7 +138,7 @@ Resolve = Union[None, Literal["ours", "theirs"], Callable[[Conflict], Any]]
 def check_resolve(resolve: Any) -> None:
     """Refuse a strategy that is none of ``None``, ``"ours"``, ``"theirs"``, a callable."""
     if not (resolve is None or resolve in ("ours", "theirs") or callable(resolve)):
-        raise ValueError(f"resolve must be None, 'ours', 'theirs' or a callable, not {resolve!r}")
+        raise InvalidArgumentError("resolve", f"resolve must be None, 'ours', 'theirs' or a callable, not {resolve!r}")
 
 
 def merge_values(base: Any, ours: Any, theirs: Any, path: Path = (), *,

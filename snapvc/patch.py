@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from snapvc.diff import Change, Path, format_path, plain_value, short_repr
+from snapvc.encoding.writer import MAX_DEPTH
 from snapvc.errors import PatchError, PathError
 
 __all__ = ["apply_changes", "to_json_patch", "apply_patch", "diff_stat", "DiffStat", "DiffStatRow",
@@ -133,9 +134,10 @@ def escape_pointer_token(step: str | int) -> str:
 
 
 def unescape_pointer_token(token: str) -> str:
-    """The key a reference token names; a ``~`` not followed by ``0`` or ``1`` is refused."""
+    """The key a reference token names; a ``~`` not followed by ``0`` or ``1`` is refused
+    (``PatchError``)."""
     if "~" in token and re.search(r"~(?![01])", token):
-        raise ValueError(f"bad escape in pointer token {token!r}: '~' must be followed by 0 or 1")
+        raise PatchError(None, None, None, f"bad escape in pointer token {token!r}: '~' must be followed by 0 or 1")
     return token.replace("~1", "/").replace("~0", "~")
 
 
@@ -146,11 +148,11 @@ def format_pointer(path: Path) -> str:
 
 def parse_pointer(pointer: str) -> list[str]:
     """A JSON Pointer's reference tokens, unescaped (strings: whether one is a list index
-    depends on the value it steps into)."""
+    depends on the value it steps into). A malformed pointer raises ``PatchError``."""
     if pointer == "":
         return []
     if not pointer.startswith("/"):
-        raise ValueError(f"pointer {pointer!r} must be empty or start with '/'")
+        raise PatchError(None, None, pointer, f"pointer {pointer!r} must be empty or start with '/'")
     return [unescape_pointer_token(token) for token in pointer[1:].split("/")]
 
 
@@ -209,7 +211,9 @@ def apply_patch(document: Any, patch: Sequence[dict[str, Any]] | str | bytes) ->
     time an operation writes into them, values put in by ``add``, ``replace`` and
     ``copy`` are deep-copied, and unchanged subtrees are shared with ``document``.
     ``test`` compares as JSON does: ``1 == 1.0``, but ``True != 1``. Dicts and lists
-    are walked; a tuple or any other value is a leaf."""
+    are walked; a tuple or any other value is a leaf. A value that an ``add``,
+    ``replace``, ``test`` or ``copy`` takes may nest at most ``MAX_DEPTH`` objects and
+    arrays (100, as a state may): a deeper one fails its operation."""
     if isinstance(patch, (str, bytes)):
         patch = _parse_patch(patch)
     if not isinstance(patch, Sequence) or isinstance(patch, (str, bytes)):
@@ -246,6 +250,10 @@ def _parse_patch(text: str | bytes) -> Any:
             raise PatchError(None, None, None, f"member {twice!r} appears twice in one object")
         return dict(pairs)
 
+    if _deeper_than(parsed, MAX_DEPTH + 2):
+        # json's parse is recursive and would meet Python's recursion limit; the value this
+        # deep is refused when its operation runs (an unknown member holding it is ignored).
+        return parsed
     try:
         json.loads(text, object_pairs_hook=no_duplicates)
     except PatchError:
@@ -253,6 +261,33 @@ def _parse_patch(text: str | bytes) -> Any:
     except ValueError:
         pass  # orjson's parse stands; this one only looks for repeated members
     return parsed
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests more than ``limit`` objects and arrays (a cycle does).
+    Iterative: the values it refuses are those a recursive walk cannot take."""
+    stack = [(value, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Iterable[Any] = value.values()
+        elif isinstance(value, (list, tuple)):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _copyable(value: Any, what: str) -> Any:
+    """``value`` if it nests at most as deep as a state may (``MAX_DEPTH``): deeper, it
+    could never be stored, and copying or comparing it would meet Python's recursion
+    limit, so the operation fails."""
+    if _deeper_than(value, MAX_DEPTH):
+        raise _Failed(f"{what} nests deeper than {MAX_DEPTH} objects and arrays, the most a state may hold")
+    return value
 
 
 def _check_operation(operation: Any) -> dict[str, Any]:
@@ -280,14 +315,14 @@ class _Doc:
     def run(self, operation: dict[str, Any]) -> None:
         op, path = operation["op"], self._tokens(operation["path"])
         if op == "add":
-            self.add(path, copy.deepcopy(operation["value"]))
+            self.add(path, copy.deepcopy(_copyable(operation["value"], "the value")))
         elif op == "remove":
             self.remove(path)
         elif op == "replace":
-            self.replace(path, copy.deepcopy(operation["value"]))
+            self.replace(path, copy.deepcopy(_copyable(operation["value"], "the value")))
         elif op == "test":
             value = self.get(path)
-            if not _json_equal(value, operation["value"]):
+            if not _json_equal(value, _copyable(operation["value"], "the value")):
                 raise _Failed(f"value is {short_repr(value, 40)}, not {short_repr(operation['value'], 40)}")
         else:
             source = self._tokens(operation["from"])
@@ -300,15 +335,15 @@ class _Doc:
             if op == "move":
                 self.remove(source, "from ")
             else:
-                value = copy.deepcopy(value)
+                value = copy.deepcopy(_copyable(value, "the value copied"))
             self.add(path, value)
 
     @staticmethod
     def _tokens(pointer: str) -> list[str]:
         try:
             return parse_pointer(pointer)
-        except ValueError as exc:
-            raise _Failed(str(exc)) from None
+        except PatchError as exc:
+            raise _Failed(exc.reason) from None
 
     def get(self, path: list[str], side: str = "") -> Any:
         value = self.root

@@ -90,6 +90,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
+from snapvc.errors import InvalidArgumentError, InvalidStepError, ResumeError, StepContractError
 from snapvc.state import Checkpoint, State
 from snapvc.threads import Thread
 
@@ -140,40 +141,29 @@ class Step:
     agent_id: str | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
+        given = self.name if isinstance(self.name, str) else None
         if not callable(self.fn):
-            raise TypeError(f"a step's fn is a callable taking the state, not a {type(self.fn).__name__}")
+            raise InvalidStepError(given, f"a step's fn is a callable taking the state, not a {type(self.fn).__name__}")
         if self.name is None:
             name = getattr(self.fn, "__name__", None)
             if not isinstance(name, str):
-                raise ValueError(f"{self.fn!r} has no __name__: give the step a name (Step(fn, 'name'))")
+                raise InvalidStepError(None, f"{self.fn!r} has no __name__: give the step a name (Step(fn, 'name'))")
             object.__setattr__(self, "name", name)
         if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"a step's name is a non-empty str, not {self.name!r}")
+            raise InvalidStepError(None, f"a step's name is a non-empty str, not {self.name!r}")
         if not (self.next is None or self.next is END or isinstance(self.next, str) or callable(self.next)):
-            raise TypeError(f"step {self.name!r}: next is a step name, END, a route callable or None, "
-                            f"not a {type(self.next).__name__}")
+            raise InvalidStepError(self.name, f"step {self.name!r}: next is a step name, END, a route callable or "
+                                              f"None, not a {type(self.next).__name__}")
         if type(self.retries) is not int or self.retries < 0:
-            raise ValueError(f"step {self.name!r}: retries is an int >= 0, not {self.retries!r}")
+            raise InvalidStepError(self.name, f"step {self.name!r}: retries is an int >= 0, not {self.retries!r}")
         if self.agent_id is not None and not isinstance(self.agent_id, str):
-            raise TypeError(f"step {self.name!r}: agent_id is a str or None, not a {type(self.agent_id).__name__}")
+            raise InvalidStepError(self.name, f"step {self.name!r}: agent_id is a str or None, "
+                                              f"not a {type(self.agent_id).__name__}")
 
     @property
     def is_async(self) -> bool:
         """True when ``fn`` is an ``async def`` (only ``Runner.arun`` can run it)."""
         return inspect.iscoroutinefunction(self.fn) or inspect.iscoroutinefunction(type(self.fn).__call__)
-
-
-class _NotRetried(Exception):
-    """A step that broke the runner's contract (returned something else than None or a
-    mapping, or routed to a step that does not exist): trying again would not help."""
-
-
-class _RouteError(_NotRetried, ValueError):
-    pass
-
-
-class _ResultError(_NotRetried, TypeError):
-    pass
 
 
 class Runner:
@@ -195,15 +185,16 @@ class Runner:
         if isinstance(target, Thread):
             target = target.state()
         if not isinstance(target, State):
-            raise TypeError(f"a Runner runs over a State or a Thread, not a {type(target).__name__}")
+            raise InvalidArgumentError("target", f"a Runner runs over a State or a Thread, not a {type(target).__name__}")
         if durability not in DURABILITY_MODES:
-            raise ValueError(f"durability must be one of {', '.join(map(repr, DURABILITY_MODES))}, got {durability!r}")
+            raise InvalidArgumentError("durability", f"durability must be one of {', '.join(map(repr, DURABILITY_MODES))}, "
+                                                     f"got {durability!r}")
         if agent_id is not None and not isinstance(agent_id, str):
-            raise TypeError(f"agent_id is a str or None, not a {type(agent_id).__name__}")
+            raise InvalidArgumentError("agent_id", f"agent_id is a str or None, not a {type(agent_id).__name__}")
         if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence):
-            raise TypeError(f"steps is a list of Steps or callables, not a {type(steps).__name__}")
+            raise InvalidStepError(None, f"steps is a list of Steps or callables, not a {type(steps).__name__}")
         if not steps:
-            raise ValueError("a Runner needs at least one step")
+            raise InvalidStepError(None, "a Runner needs at least one step")
         self.state = target
         self.agent_id = agent_id
         self.durability = durability
@@ -212,12 +203,12 @@ class Runner:
         self._by_name: dict[str, Step] = {}
         for step in self.steps:
             if step.name in self._by_name:
-                raise ValueError(f"two steps are named {step.name!r}: step names must be unique")
+                raise InvalidStepError(step.name, f"two steps are named {step.name!r}: step names must be unique")
             self._by_name[step.name] = step
         for step in self.steps:
             if isinstance(step.next, str) and step.next not in self._by_name:
-                raise ValueError(f"step {step.name!r}: next step {step.next!r} is not a step of this runner "
-                                 f"(steps: {', '.join(self._by_name)})")
+                raise InvalidStepError(step.name, f"step {step.name!r}: next step {step.next!r} is not a step of this "
+                                                  f"runner (steps: {', '.join(self._by_name)})")
         self._after = {step.name: (self.steps[i + 1] if i + 1 < len(self.steps) else None)
                        for i, step in enumerate(self.steps)}
         self.resumed = False
@@ -253,8 +244,8 @@ class Runner:
         done = checkpoint.metadata.get("step")
         following = checkpoint.metadata["next_step"]
         if type(done) is not int or not (following is None or isinstance(following, str)):
-            raise ValueError(f"checkpoint {checkpoint.id[:12]} holds runner metadata that is not a runner's: "
-                             f"step={done!r}, next_step={following!r}")
+            raise ResumeError(checkpoint.id, None, f"checkpoint {checkpoint.id[:12]} holds runner metadata that is not "
+                                                   f"a runner's: step={done!r}, next_step={following!r}")
         return following, done + 1, checkpoint
 
     def _final(self) -> Checkpoint:
@@ -274,9 +265,10 @@ class Runner:
             return None
         step = self._by_name.get(name)
         if step is None:
-            raise ValueError(f"checkpoint {continued.id[:12] if continued else '?'} resumes at step {name!r}, "
-                             f"which this runner does not have (steps: {', '.join(self._by_name)}): "
-                             "the steps changed since; run(restart=True) starts again from the first")
+            raise ResumeError(continued.id if continued else None, name,
+                              f"checkpoint {continued.id[:12] if continued else '?'} resumes at step {name!r}, "
+                              f"which this runner does not have (steps: {', '.join(self._by_name)}): "
+                              "the steps changed since; run(restart=True) starts again from the first")
         self.resumed = continued is not None
         return step, number
 
@@ -289,7 +281,7 @@ class Runner:
         waiting = [step.name for step in self.steps if step.is_async]
         if waiting:
             which = f"steps {', '.join(map(repr, waiting))} are" if len(waiting) > 1 else f"step {waiting[0]!r} is"
-            raise TypeError(f"{which} async: use 'await runner.arun()'")
+            raise InvalidStepError(waiting[0], f"{which} async: use 'await runner.arun()'")
         start = self._begin(restart)
         if start is None:
             return self._final()
@@ -330,11 +322,12 @@ class Runner:
                     if inspect.isawaitable(result):
                         if inspect.iscoroutine(result):
                             result.close()
-                        raise _ResultError(f"step {step.name!r} returned an awaitable: use 'await runner.arun()'")
+                        raise StepContractError(step.name, f"step {step.name!r} returned an awaitable: "
+                                                           "use 'await runner.arun()'")
                     following = self._following(step)
                     checkpoint = self.state.snapshot(*self._record(step, number, result, duration, following))
             except Exception as exc:
-                if attempt < attempts and not isinstance(exc, _NotRetried):
+                if attempt < attempts and not isinstance(exc, StepContractError):
                     continue
                 self._explain(exc, step, number, attempt)
                 raise
@@ -358,7 +351,7 @@ class Runner:
                     else:
                         checkpoint, cancelled = await self._snapshot_off_loop(message, metadata)
             except Exception as exc:
-                if attempt < attempts and not isinstance(exc, _NotRetried):
+                if attempt < attempts and not isinstance(exc, StepContractError):
                     continue
                 self._explain(exc, step, number, attempt)
                 raise
@@ -394,15 +387,15 @@ class Runner:
             return None
         if isinstance(name, str) and name in self._by_name:
             return self._by_name[name]
-        raise _RouteError(f"step {step.name!r}: its route returned {name!r}, which is not a step of this runner "
-                          f"(steps: {', '.join(self._by_name)}) nor END")
+        raise StepContractError(step.name, f"step {step.name!r}: its route returned {name!r}, which is not a step of "
+                                           f"this runner (steps: {', '.join(self._by_name)}) nor END")
 
     def _record(self, step: Step, number: int, result: Any, duration: float,
                 following: Step | None) -> tuple[str, dict[str, Any]]:
         """The message and metadata of the step's checkpoint."""
         if result is not None and not isinstance(result, Mapping):
-            raise _ResultError(f"step {step.name!r} returned a {type(result).__name__}: "
-                               "a step returns None or a mapping of metrics")
+            raise StepContractError(step.name, f"step {step.name!r} returned a {type(result).__name__}: "
+                                               "a step returns None or a mapping of metrics")
         metadata: dict[str, Any] = {"step": number, "step_name": step.name}
         agent_id = step.agent_id if step.agent_id is not None else self.agent_id
         if agent_id is not None:
@@ -429,7 +422,7 @@ class Runner:
             back = f"the state is back at checkpoint {checkpoint.id[:12]} ({checkpoint.message or 'no message'})"
         try:
             name, again, _ = self._position()
-        except ValueError:
+        except ResumeError:
             then = ""
         else:
             if name is None:

@@ -49,8 +49,8 @@ import orjson
 
 from snapvc.encoding.jsonable import SCALAR_TYPES, from_jsonable, to_jsonable
 from snapvc.encoding.reader import MapView, SeqView
-from snapvc.encoding.writer import Encoder
-from snapvc.errors import PathError, UnknownRevisionError, UnsupportedValueError
+from snapvc.encoding.writer import MAX_DEPTH, Encoder
+from snapvc.errors import MalformedJsonError, PathError, UnknownRevisionError, UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.objects import Commit
 
@@ -141,13 +141,23 @@ class Checkpoint:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Checkpoint:
-        """The record ``to_dict`` described (e.g. after a JSON round trip)."""
+        """The record ``to_dict`` described (e.g. after a JSON round trip);
+        ``MalformedJsonError`` names what is missing or of the wrong kind in it."""
+        if not isinstance(data, Mapping):
+            raise MalformedJsonError("checkpoint record", f"a record is a JSON object, not a {type(data).__name__}")
         missing = [k for k in _RECORD_KEYS if k not in data]
         if missing:
-            raise ValueError(f"not a checkpoint record: missing {', '.join(map(repr, missing))}")
-        values = from_jsonable(data["values"])
+            raise MalformedJsonError("checkpoint record", f"missing {', '.join(map(repr, missing))}")
+        values = from_jsonable(data["values"], "values")
         if type(values) is not dict:
-            raise ValueError(f"not a checkpoint record: 'values' is a {type(values).__name__}, not a dict")
+            raise MalformedJsonError("checkpoint record", f"'values' is a {type(values).__name__}, not a dict")
+        if not isinstance(data["metadata"], Mapping):
+            raise MalformedJsonError("checkpoint record",
+                                     f"'metadata' is a {type(data['metadata']).__name__}, not a JSON object")
+        try:
+            created_at = _dt.datetime.fromisoformat(data["created_at"])
+        except (TypeError, ValueError) as exc:
+            raise MalformedJsonError("checkpoint record", f"'created_at' is not an ISO 8601 time: {exc}") from None
         return cls(
             id=data["id"],
             branch=data["branch"],
@@ -155,7 +165,7 @@ class Checkpoint:
             values=MappingProxyType(values),
             token_usage=data["token_usage"],
             metadata=dict(data["metadata"]),
-            created_at=_dt.datetime.fromisoformat(data["created_at"]),
+            created_at=created_at,
             parent_id=data["parent_id"],
             namespace=data["namespace"],
             message=data["message"],
@@ -435,8 +445,10 @@ class State(MutableMapping[str, Any]):
             self._dirty.add(where)
         if type(target) is not list:
             raise PathError(path, f"is a {type(target).__name__}, not a list: only lists can be appended to")
-        for value in values:
-            target.append(_own_copy(value))
+        # All copied before any is appended: a value refused leaves the list as it was.
+        copies = [_own_copy(value, (*where, len(target) + i)) for i, value in enumerate(values)]
+        for value in copies:
+            target.append(value)
             self._dirty.add((*where, len(target) - 1))
 
     def update(self, other: Mapping[StatePath, Any] | Iterable[tuple[StatePath, Any]] = (), /, **kwargs: Any) -> None:  # type: ignore[override]
@@ -643,23 +655,34 @@ class State(MutableMapping[str, Any]):
             scope.keep(key)
 
 
-def _own_copy(value: Any) -> Any:
+def _own_copy(value: Any, where: tuple[Any, ...] = ()) -> Any:
     """A copy of ``value`` that shares no mutable object with it (immutable values are
-    shared as they are): plain containers are copied here, anything else by ``deepcopy``."""
+    shared as they are): plain containers are copied here, anything else by ``deepcopy``.
+    ``where`` is its path in the state: a container deeper than a state may nest is
+    refused there, as a snapshot would refuse it, before the copy meets Python's
+    recursion limit."""
     t = type(value)
     if t in _SCALARS:
         return value
+    if (t is dict or t is list or t is tuple) and len(where) >= MAX_DEPTH:
+        raise _too_deep(where)
     if t is dict:
-        return {k: v if type(v) in _SCALARS else _own_copy(v) for k, v in value.items()}
+        return {k: v if type(v) in _SCALARS else _own_copy(v, (*where, k)) for k, v in value.items()}
     if t is list:
-        return [v if type(v) in _SCALARS else _own_copy(v) for v in value]
+        return [v if type(v) in _SCALARS else _own_copy(v, (*where, i)) for i, v in enumerate(value)]
     if t is tuple:
-        return tuple([v if type(v) in _SCALARS else _own_copy(v) for v in value])
+        return tuple([v if type(v) in _SCALARS else _own_copy(v, (*where, i)) for i, v in enumerate(value)])
     if isinstance(value, MapView):
         return value.to_dict()
     if isinstance(value, SeqView):
         return value.to_list()
     return copy.deepcopy(value)
+
+
+def _too_deep(where: tuple[Any, ...]) -> UnsupportedValueError:
+    """The error of a snapshot's encoder for a container at ``where``, too deep to store."""
+    return UnsupportedValueError("state" + "".join(f"[{step!r}]" for step in where),
+                                 f"nested deeper than {MAX_DEPTH} containers, the most a state may hold")
 
 
 def parse_path(path: StatePath) -> tuple[str | int, ...]:
@@ -728,7 +751,7 @@ class _Rollback:
             return
         value = self._top[key]
         if type(value) not in _SCALARS:
-            self._copies[key] = _copy_value(value, self._memo)
+            self._copies[key] = _copy_value(value, self._memo, (key,))
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -760,28 +783,31 @@ class _Rollback:
         self.__exit__(exc_type, exc, tb)
 
 
-def _copy_value(value: Any, memo: dict[int, Any]) -> Any:
+def _copy_value(value: Any, memo: dict[int, Any], where: tuple[Any, ...]) -> Any:
     """A copy of a value's containers; str, bytes and other immutable scalars are shared.
-    ``memo`` keeps objects held twice held twice in the copy."""
+    ``memo`` keeps objects held twice held twice in the copy. ``where`` is the value's
+    path: one nested deeper than a state may be is refused, as ``_own_copy`` does."""
     t = type(value)
     if t in _SCALARS:
         return value
     done = memo.get(id(value))
     if done is not None:
         return done[1]
+    if (t is dict or t is list or t is tuple) and len(where) >= MAX_DEPTH:
+        raise _too_deep(where)
     if t is dict:
         out: Any = {}
         memo[id(value)] = (value, out)
         for k, v in value.items():
-            out[k] = _copy_value(v, memo)
+            out[k] = _copy_value(v, memo, (*where, k))
         return out
     if t is list:
         out = []
         memo[id(value)] = (value, out)
-        out.extend(_copy_value(v, memo) for v in value)
+        out.extend(_copy_value(v, memo, (*where, i)) for i, v in enumerate(value))
         return out
     if t is tuple:
-        out = tuple(_copy_value(v, memo) for v in value)
+        out = tuple(_copy_value(v, memo, (*where, i)) for i, v in enumerate(value))
         memo[id(value)] = (value, out)
         return out
     out = copy.deepcopy(value)  # a typed value (dataclass, model, registered type)

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from snapvc.encoding.reader import MapView
-from snapvc.errors import CheckpointNotFoundError, InvalidRefNameError, UnknownRevisionError
+from snapvc.errors import CheckpointNotFoundError, InvalidArgumentError, InvalidRefNameError, UnknownRevisionError
 from snapvc.ids import ObjectId
 from snapvc.objects import Commit, metadata_filter
 from snapvc.refs.names import branch_ref
@@ -169,7 +169,8 @@ class Thread:
         thread has none such."""
         given = [name for name, v in (("version", version), ("id", id), ("step", step)) if v is not None]
         if len(given) != 1:
-            raise TypeError(f"Thread.get takes exactly one of version, id, step; got {', '.join(given) or 'none'}")
+            raise InvalidArgumentError("version, id, step", f"Thread.get takes exactly one of version, id, step; "
+                                                            f"got {', '.join(given) or 'none'}")
         if version is not None:
             for commit in self._commits():
                 if commit.generation == version:

@@ -17,7 +17,10 @@ a dataclass, pydantic model or registered type         ``{"$snapvc": "typed", "t
 a dict that has a ``"$snapvc"`` key of its own         ``{"$snapvc": "dict", "items": {...}}``
 ====================================================  ===========================================
 
-``from_jsonable(to_jsonable(v)) == v`` with types, -0.0 and NaN included.
+``from_jsonable(to_jsonable(v)) == v`` with types, -0.0 and NaN included. Both refuse a
+value nested deeper than a state may be (``MAX_DEPTH`` containers, the root counted, as
+the encoder counts them) with an ``UnsupportedValueError`` naming its path: such a value
+could not be stored, and walking it would meet Python's recursion limit.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ import msgpack
 from snapvc.encoding.adapters import adapter_for_name, adapter_for_value
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.encoding.values import INT_LIMIT, INT_MIN, decode_inline, ext_payload_for, new_packer
-from snapvc.errors import SnapvcError, UnsupportedValueError
+from snapvc.encoding.writer import MAX_DEPTH
+from snapvc.errors import MalformedJsonError, SnapvcError, UnsupportedValueError
 
 __all__ = ["SCALAR_TYPES", "TAG", "from_jsonable", "to_jsonable"]
 
@@ -48,6 +52,15 @@ SCALAR_TYPES: Final = frozenset({str, bytes, int, float, bool, type(None), _dt.d
 def to_jsonable(v: Any, where: str = "state") -> Any:
     """``v`` as JSON-safe values (see the module notes); ``UnsupportedValueError``
     naming the path below ``where`` for a value snapvc cannot store."""
+    return _to_jsonable(v, where, 0)
+
+
+def _too_deep(where: str) -> UnsupportedValueError:
+    return UnsupportedValueError(where, f"nested deeper than {MAX_DEPTH} containers, the most a state may hold")
+
+
+def _to_jsonable(v: Any, where: str, depth: int) -> Any:
+    """``to_jsonable`` of ``v``, a value below ``depth`` containers."""
     t = type(v)
     if t is str or t is bool or v is None:
         return v
@@ -57,26 +70,30 @@ def to_jsonable(v: Any, where: str = "state") -> Any:
         if not math.isfinite(v):
             return {TAG: "float", "value": repr(v)}
         return v
+    if t is dict or t is list or t is tuple:
+        if depth >= MAX_DEPTH:
+            raise _too_deep(where)
+        depth += 1
     if t is dict:
         out = {}
         for k, x in v.items():
             if type(k) is not str:
                 raise UnsupportedValueError(where, f"dict key {k!r} is a {type(k).__name__}; keys must be str")
-            out[k] = to_jsonable(x, f"{where}[{k!r}]")
+            out[k] = _to_jsonable(x, f"{where}[{k!r}]", depth)
         return {TAG: "dict", "items": out} if TAG in v else out
     if t is list:
-        return [to_jsonable(x, f"{where}[{i}]") for i, x in enumerate(v)]
+        return [_to_jsonable(x, f"{where}[{i}]", depth) for i, x in enumerate(v)]
     if t is tuple:
-        return {TAG: "tuple", "items": [to_jsonable(x, f"{where}[{i}]") for i, x in enumerate(v)]}
+        return {TAG: "tuple", "items": [_to_jsonable(x, f"{where}[{i}]", depth) for i, x in enumerate(v)]}
     if t is bytes:
         return {TAG: "bytes", "base64": base64.b64encode(v).decode("ascii")}
     if t in SCALAR_TYPES:
         return _ext(v)
     if isinstance(v, (MapView, SeqView)):
-        return to_jsonable(v.to_dict() if isinstance(v, MapView) else v.to_list(), where)
+        return _to_jsonable(v.to_dict() if isinstance(v, MapView) else v.to_list(), where, depth)
     adapter = adapter_for_value(v)
-    if adapter is not None:
-        return {TAG: "typed", "type": adapter.name, "fields": to_jsonable(adapter.to_fields(v), where)}
+    if adapter is not None:  # its fields' dict is the container it counts as
+        return {TAG: "typed", "type": adapter.name, "fields": _to_jsonable(adapter.to_fields(v), where, depth)}
     raise UnsupportedValueError(where, f"values of type {t.__qualname__} cannot be stored")
 
 
@@ -89,30 +106,49 @@ def _ext(v: Any) -> dict[str, str]:
 
 def from_jsonable(j: Any, where: str = "state") -> Any:
     """The value ``to_jsonable`` made ``j`` from. A malformed tagged object raises
-    ``ValueError`` naming its path below ``where``."""
+    ``MalformedJsonError`` naming its path below ``where``."""
+    return _from_jsonable(j, where, 0)
+
+
+def _from_jsonable(j: Any, where: str, depth: int) -> Any:
+    """``from_jsonable`` of ``j``, which stands for a value below ``depth`` containers
+    (a tagged ``dict`` or ``tuple`` is one container, as the value it stands for is)."""
     t = type(j)
-    if t is list:
-        return [from_jsonable(x, f"{where}[{i}]") for i, x in enumerate(j)]
-    if t is not dict:
+    if t is not list and t is not dict:
         return j
-    kind = j.get(TAG)
+    kind = j.get(TAG) if t is dict else None
+    if t is list or kind is None or kind == "dict" or kind == "tuple":
+        if depth >= MAX_DEPTH:
+            raise _too_deep(where)
+        depth += 1
+    if t is list:
+        return [_from_jsonable(x, f"{where}[{i}]", depth) for i, x in enumerate(j)]
     if kind is None:
-        return {k: from_jsonable(x, f"{where}[{k!r}]") for k, x in j.items()}
+        return {k: _from_jsonable(x, f"{where}[{k!r}]", depth) for k, x in j.items()}
     try:
         if kind == "dict":
-            return {k: from_jsonable(x, f"{where}[{k!r}]") for k, x in j["items"].items()}
+            return {k: _from_jsonable(x, f"{where}[{k!r}]", depth) for k, x in j["items"].items()}
         if kind == "tuple":
-            return tuple(from_jsonable(x, f"{where}[{i}]") for i, x in enumerate(j["items"]))
+            return tuple(_from_jsonable(x, f"{where}[{i}]", depth) for i, x in enumerate(j["items"]))
         if kind == "bytes":
             return base64.b64decode(j["base64"], validate=True)
         if kind == "float":
             return float(j["value"])
         if kind == "value":
-            return decode_inline(base64.b64decode(j["msgpack"], validate=True))
-        if kind == "typed":
-            return adapter_for_name(j["type"]).from_fields(from_jsonable(j["fields"], where))
+            return _inline_value(j, where)
+        if kind == "typed":  # its fields' dict is the container it counts as
+            return adapter_for_name(j["type"]).from_fields(_from_jsonable(j["fields"], where, depth))
     except SnapvcError:
-        raise  # an unknown type name, a value snapvc cannot store: already named
-    except (KeyError, TypeError, ValueError, AttributeError, msgpack.UnpackException) as exc:
-        raise ValueError(f"{where}: a malformed {TAG!r} object of kind {kind!r}: {exc!r}") from exc
-    raise ValueError(f"{where}: unknown {TAG!r} kind {kind!r} (one of dict, tuple, bytes, float, value, typed)")
+        raise  # an unknown type name, a value snapvc cannot store, a malformed value below: already named
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MalformedJsonError(where, f"a malformed {TAG!r} object of kind {kind!r}: {exc!r}") from exc
+    raise MalformedJsonError(where, f"unknown {TAG!r} kind {kind!r} (one of dict, tuple, bytes, float, value, typed)")
+
+
+def _inline_value(j: dict[str, Any], where: str) -> Any:
+    """A ``"value"`` object's scalar. Any failure to decode it (bad base64, bytes that are
+    not msgpack, an extension type this snapvc does not know) means the JSON is malformed."""
+    try:
+        return decode_inline(base64.b64decode(j["msgpack"], validate=True))
+    except Exception as exc:
+        raise MalformedJsonError(where, f"a malformed {TAG!r} object of kind 'value': {exc!r}") from exc

@@ -30,7 +30,7 @@ from typing import Any, Final
 import msgpack
 
 from snapvc.encoding.values import EXT_TYPED, REF_PREFIX, array_header, ext_hook, map_header
-from snapvc.errors import CorruptObjectError, SnapvcError
+from snapvc.errors import CorruptObjectError, FormatVersionError, InvalidObjectIdError, SnapvcError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, KIND_NAMES, MAP, SEQ, TEXT, split_object
 
@@ -119,8 +119,12 @@ def decode_node(oid: bytes, data: bytes, *, rebuild_types: bool = True) -> tuple
         raise CorruptObjectError(ObjectId(oid), f"a {KIND_NAMES[kind]} object cannot be a value")
     try:
         node = msgpack.unpackb(memoryview(data)[1:], ext_hook=ext_hook if rebuild_types else _walk_hook, raw=False)
+    except FormatVersionError as exc:  # a value type of a newer snapvc: name the object holding it
+        raise FormatVersionError(f"object {ObjectId(oid)}: {exc}") from None
+    except InvalidObjectIdError as exc:  # a reference that is not 32 bytes: the layout is wrong
+        raise CorruptObjectError(ObjectId(oid), f"cannot decode {KIND_NAMES[kind]} payload: {exc}") from None
     except SnapvcError:
-        raise
+        raise  # a typed value's own (its type unknown here, its from_fields failed): names the type
     except Exception as exc:
         raise CorruptObjectError(ObjectId(oid), f"cannot decode {KIND_NAMES[kind]} payload: {exc}") from None
     if type(node) is not list or len(node) < 4:
@@ -136,14 +140,15 @@ def children_of(kind: int, node: list[Any]) -> list[bytes]:
     return [values[i] for i in (node[4] if kind == TEXT else node[3])]
 
 
-def _leaf_entries(data: bytes) -> msgpack.Unpacker:
+def _leaf_entries(oid: bytes, data: bytes) -> msgpack.Unpacker:
     """An unpacker over a leaf's canonical bytes, past its tag and level: at its entries."""
     unpacker = msgpack.Unpacker(max_buffer_size=len(data), raw=False)
     unpacker.feed(memoryview(data)[1:])
     unpacker.read_array_header()
     unpacker.skip()  # tag
-    if unpacker.unpack() != 0:
-        raise ValueError("not a leaf")
+    level = unpacker.unpack()
+    if level != 0:
+        raise CorruptObjectError(ObjectId(oid), f"read as a leaf, but its level is {level!r}")
     return unpacker
 
 
@@ -152,7 +157,7 @@ def seq_leaf_encodings(oid: bytes, data: bytes) -> list[bytes]:
     ``REF_PREFIX`` + id), cut from the object's canonical bytes without decoding them:
     two elements are stored alike exactly when these are equal."""
     try:
-        unpacker = _leaf_entries(data)
+        unpacker = _leaf_entries(oid, data)
         n = unpacker.read_array_header()
         out = []
         start = unpacker.tell()
@@ -163,6 +168,8 @@ def seq_leaf_encodings(oid: bytes, data: bytes) -> list[bytes]:
             start = end
         for i in unpacker.unpack():
             out[i] = REF_PREFIX + out[i][len(_BIN32):]
+    except CorruptObjectError:
+        raise
     except Exception as exc:
         raise CorruptObjectError(ObjectId(oid), f"cannot read the values of a SEQ leaf: {exc}") from None
     return out
@@ -173,7 +180,7 @@ def map_leaf_encodings(oid: bytes, data: bytes) -> list[tuple[str, bytes, bytes]
     cut from its canonical bytes as ``seq_leaf_encodings`` does: the entries a tree edit
     (``snapvc.encoding.splice``) rebuilds the leaf from."""
     try:
-        unpacker = _leaf_entries(data)
+        unpacker = _leaf_entries(oid, data)
         n = unpacker.read_map_header()
         out = []
         start = unpacker.tell()
@@ -187,6 +194,8 @@ def map_leaf_encodings(oid: bytes, data: bytes) -> list[tuple[str, bytes, bytes]
         refs = set(unpacker.unpack())
         if refs:
             out = [(k, kb, REF_PREFIX + v[len(_BIN32):] if k in refs else v) for k, kb, v in out]
+    except CorruptObjectError:
+        raise
     except Exception as exc:
         raise CorruptObjectError(ObjectId(oid), f"cannot read the entries of a MAP leaf: {exc}") from None
     return out

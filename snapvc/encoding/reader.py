@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, overload
 
 from snapvc.encoding.adapters import adapter_for_name
 from snapvc.encoding.nodes import children_of, decode_node
-from snapvc.errors import CorruptObjectError, ObjectNotFoundError, SnapvcError
+from snapvc.errors import CorruptObjectError, InvalidObjectIdError, ObjectNotFoundError, PathError, SnapvcError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
 
@@ -135,6 +135,8 @@ class Loader:
         wrong layouts, nesting past any limit) raise ``CorruptObjectError``."""
         try:
             return self._materialize(oid)
+        except InvalidObjectIdError as exc:  # a reference that is not 32 bytes: not a layout snapvc writes
+            raise CorruptObjectError(ObjectId(oid), f"does not decode as a state: {exc}") from None
         except SnapvcError:
             raise
         except (RecursionError, LookupError, TypeError, ValueError, AttributeError) as exc:
@@ -259,10 +261,10 @@ class MapView(Mapping[str, Any]):
 
     def __getitem__(self, key: str) -> Any:
         if type(key) is not str:
-            raise KeyError(key)
+            raise PathError(key, f"not a key of stored map {self.id.short}: its keys are str")
         leaf = self._leaf_for(key)
         if leaf is None or key not in leaf[2]:
-            raise KeyError(key)
+            raise PathError(key, f"no such key in stored map {self.id.short}")
         value = leaf[2][key]
         return self._loader.view(value) if key in leaf[3] else value
 
@@ -320,10 +322,11 @@ class SeqView(Sequence[Any]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         n = len(self)
+        given = index
         if index < 0:
             index += n
         if not 0 <= index < n:
-            raise IndexError(f"index {index} out of range for a list of {n}")
+            raise PathError(given, f"index out of range for stored list {self.id.short} of {n}")
         node = self._node
         while node[1] > 0:
             starts = list(accumulate(node[3], initial=0))

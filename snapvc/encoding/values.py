@@ -34,6 +34,7 @@ from zoneinfo import ZoneInfo
 import msgpack
 
 from snapvc.encoding.adapters import adapter_for_name
+from snapvc.errors import FormatVersionError
 from snapvc.ids import ObjectId
 
 __all__ = [
@@ -129,7 +130,9 @@ def _with_zone(value: Any, key: str | None, fold: int) -> Any:
 
 
 def ext_hook(code: int, data: bytes) -> Any:
-    """Turns extension types back into values; a REF becomes its ``ObjectId``."""
+    """Turns extension types back into values; a REF becomes its ``ObjectId``. A code
+    not in the table above raises ``FormatVersionError``; damaged data raises whatever
+    its decoder does (the caller names the object or value it was in)."""
     if code == EXT_REF:
         return ObjectId(data)
     if code == EXT_TUPLE:
@@ -154,7 +157,7 @@ def ext_hook(code: int, data: bytes) -> Any:
     if code == EXT_TYPED:
         name, fields = msgpack.unpackb(data, ext_hook=ext_hook, raw=False)
         return adapter_for_name(name).from_fields(fields)
-    raise ValueError(f"unknown extension type {code}")
+    raise FormatVersionError(f"an inline value of extension type {code}, unknown to this snapvc version")
 
 
 def decode_inline(data: bytes) -> Any:

@@ -29,7 +29,7 @@ import builtins
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from snapvc.errors import InvalidRefNameError
+from snapvc.errors import InvalidArgumentError, InvalidRefNameError
 from snapvc.ids import ObjectId
 from snapvc.refs.names import check_full_ref_name
 
@@ -97,12 +97,13 @@ class RefStore(Protocol):
 
 
 def _as_id(value: object, what: str) -> ObjectId | None:
-    """``value`` as an ``ObjectId`` (``None`` passes); ``TypeError`` for anything but 32 bytes."""
+    """``value`` as an ``ObjectId`` (``None`` passes); ``InvalidArgumentError`` (a
+    ``TypeError``) for anything but 32 bytes."""
     if value is None or type(value) is ObjectId:
         return value
     if isinstance(value, bytes) and len(value) == 32:
         return ObjectId(value)
-    raise TypeError(f"{what} must be an ObjectId or None, got {value!r}")
+    raise InvalidArgumentError(what, f"{what} must be an ObjectId or None, got {value!r}")
 
 
 def _check_symbolic(name: str, target: str) -> None:

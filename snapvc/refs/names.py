@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from snapvc.errors import InvalidRefNameError
+from snapvc.errors import InvalidArgumentError, InvalidRefNameError
 
 __all__ = [
     "check_ref_name",
@@ -97,7 +97,7 @@ def check_ref_name(name: str) -> str:
     """Return ``name`` if git's ``check-ref-format --allow-onelevel`` accepts it, else raise
     ``InvalidRefNameError`` saying which rule it breaks."""
     if not isinstance(name, str):
-        raise TypeError(f"a ref name is a str, got {type(name).__name__}")
+        raise InvalidArgumentError("name", f"a ref name is a str, got {type(name).__name__}: {name!r}")
     if name in _VALID:
         return name
     problem = ref_name_problem(name)
@@ -130,7 +130,7 @@ def check_full_ref_name(name: str) -> str:
 
 def _namespaced(prefix: str, kind: str, name: str) -> str:
     if not isinstance(name, str):
-        raise TypeError(f"a {kind} name is a str, got {type(name).__name__}")
+        raise InvalidArgumentError("name", f"a {kind} name is a str, got {type(name).__name__}: {name!r}")
     ref = prefix + name
     check_ref_name(ref)
     # git refuses these as branch and tag names: '-x' reads as an option, 'HEAD' as the

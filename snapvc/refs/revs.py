@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from snapvc.errors import (
     AmbiguousRevisionError,
+    InvalidArgumentError,
     InvalidRevisionError,
     UnknownRevisionError,
 )
@@ -74,7 +75,7 @@ def _invalid(text: str, pos: int, what: str) -> InvalidRevisionError:
 def parse_rev(text: str) -> Rev:
     """Parse ``text``; ``InvalidRevisionError`` names the text and the position of the problem."""
     if not isinstance(text, str):
-        raise TypeError(f"a revision is a str, got {type(text).__name__}")
+        raise InvalidArgumentError("rev", f"a revision is a str, got {type(text).__name__}: {text!r}")
     if text == "":
         raise _invalid(text, 0, "the revision is empty")
     end = len(text)
