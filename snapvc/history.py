@@ -227,23 +227,10 @@ def _same(a: Any, b: Any) -> bool:
         return False
     if type(x) in _SCALARS:
         return bool(x == y)
-    encode = _ENCODER.get()
+    # An encoder of its own (about 1 us to make): one kept between calls would be shared
+    # by every thread, mixing their paths, and its cache would keep every value it met.
+    encode = element_encoder()
     return encode(x) == encode(y)
-
-
-class _LazyEncoder:
-    """One element encoder, made when first needed (for inline containers only)."""
-
-    def __init__(self) -> None:
-        self._encode: Callable[[Any], bytes] | None = None
-
-    def get(self) -> Callable[[Any], bytes]:
-        if self._encode is None:
-            self._encode = element_encoder()
-        return self._encode
-
-
-_ENCODER = _LazyEncoder()
 
 
 # -- per-field versions -------------------------------------------------------------------

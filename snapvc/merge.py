@@ -458,13 +458,13 @@ def _map_changes(old: MapView, new: MapView) -> dict[str, tuple[Any, Any]]:
     return out
 
 
-_encode_inline = element_encoder()
-
-
 def _inline_differs(x: Any, y: Any) -> bool:
     """Two inline values read from stored leaves that Python may call equal (1 and 1.0,
     0.0 and -0.0) compared as stored."""
-    return _encode_inline(x) != _encode_inline(y)
+    # An encoder of its own (about 1 us to make): one kept between calls would be shared
+    # by every thread, mixing their paths, and its cache would keep every value it met.
+    encode = element_encoder()
+    return encode(x) != encode(y)
 
 
 def _expand(stack: list[Part], loader: Loader) -> None:

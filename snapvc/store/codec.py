@@ -27,6 +27,12 @@ once it has ``TRAIN_AFTER_BYTES`` of them it trains a ``DICTIONARY_BYTES`` dicti
 hands it to the backend, which numbers it (``put_dictionary``), and compresses every
 later full frame with it. Dictionaries are never changed or deleted; a backend without
 dictionary support simply never gets codec 2 frames.
+
+Threads: a zstd context (compressor, decompressor) is not safe to use from two threads at
+once: two threads sharing one corrupt the process's heap. Every thread has its own
+(``_contexts``, and per dictionary in ``Dictionary``); a delta frame's context is made
+for that frame alone. ``CompressedStore`` may be read from any number of threads beside
+its one writer at a time (the repository's write lock makes writes take turns).
 """
 
 from __future__ import annotations
@@ -79,8 +85,18 @@ PARALLEL_ITEMS = 64
 PARALLEL_BYTES = 1 << 20
 _CORES = os.cpu_count() or 1
 
-_compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False, write_checksum=False)
-_decompressor = zstandard.ZstdDecompressor()
+
+class _Contexts(threading.local):
+    """This thread's zstd contexts (see the module docstring). Made on a thread's first
+    use: making a context per call would cost ~20 us, against ~3 us to compress a small
+    object with one made already."""
+
+    def __init__(self) -> None:
+        self.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False, write_checksum=False)
+        self.decompressor = zstandard.ZstdDecompressor()
+
+
+_contexts = _Contexts()
 
 
 def _varint(n: int) -> bytes:
@@ -115,7 +131,7 @@ def encode_frame(data: bytes, dictionary: Dictionary | None = None, body: bytes 
     header = _varint(len(data))
     if len(data) >= MIN_COMPRESS:
         if body is None:
-            body = dictionary.compress(data) if dictionary is not None else _compressor.compress(data)
+            body = dictionary.compress(data) if dictionary is not None else _contexts.compressor.compress(data)
         if len(body) < len(data):
             if dictionary is not None:
                 return bytes((CODEC_ZSTD_DICT,)) + header + _varint(dictionary.number) + body
@@ -127,19 +143,18 @@ def compress_many(items: list[bytes], dictionary: Dictionary | None = None) -> l
     """Each of ``items`` zstd-compressed (with ``dictionary`` if given), as ``encode_frame``
     would: a large batch (a first commit of fresh data) is compressed on every core, by
     zstd's own threads."""
-    compressor = dictionary.compressor() if dictionary is not None else _compressor
+    compressor = dictionary.compressor() if dictionary is not None else _contexts.compressor
     if len(items) >= PARALLEL_ITEMS and sum(map(len, items)) >= PARALLEL_BYTES and _CORES > 1 and all(items):
         # (zstd's batch call leaves out empty inputs, so it gets none.)
         bodies = [bytes(segment) for segment in compressor.multi_compress_to_buffer(items, threads=_CORES)]
         if len(bodies) == len(items):
             return bodies
-    if dictionary is not None:
-        return [compressor.compress(data) for data in items]
-    return [_compressor.compress(data) for data in items]
+    return [compressor.compress(data) for data in items]
 
 
 class Dictionary:
-    """A numbered zstd dictionary of one store, ready to compress and decompress with."""
+    """A numbered zstd dictionary of one store, ready to compress and decompress with,
+    from any thread: each thread gets its own contexts."""
 
     def __init__(self, number: int, data: bytes) -> None:
         self.number = number
@@ -147,6 +162,9 @@ class Dictionary:
         self._dict = zstandard.ZstdCompressionDict(data, dict_type=zstandard.DICT_TYPE_FULLDICT)
         self._dict.precompute_compress(level=ZSTD_LEVEL)
         self._local = threading.local()  # zstd contexts are not to be shared across threads
+        # zstd builds a dictionary's decompression tables on its first decompression,
+        # without a lock: build them now, before any other thread can see this dictionary.
+        self.decompress(self.compress(b"\0" * MIN_COMPRESS), MIN_COMPRESS)
 
     def compressor(self) -> zstandard.ZstdCompressor:
         found = getattr(self._local, "compressor", None)
@@ -160,11 +178,14 @@ class Dictionary:
     def compress(self, data: bytes) -> bytes:
         return self.compressor().compress(data)
 
-    def decompress(self, body: bytes, size: int) -> bytes:
+    def decompressor(self) -> zstandard.ZstdDecompressor:
         found = getattr(self._local, "decompressor", None)
         if found is None:
             found = self._local.decompressor = zstandard.ZstdDecompressor(dict_data=self._dict)
-        return found.decompress(body, max_output_size=size)
+        return found
+
+    def decompress(self, body: bytes, size: int) -> bytes:
+        return self.decompressor().decompress(body, max_output_size=size)
 
 
 def train_dictionary(samples: list[bytes]) -> bytes | None:
@@ -243,7 +264,7 @@ def decode_frame(oid: ObjectId, frame: bytes, base: bytes | None = None, diction
         except zstandard.ZstdError as exc:
             raise CorruptObjectError(oid, f"zstd: {exc}") from None
     elif codec == CODEC_ZSTD or codec == CODEC_ZSTD_DELTA:
-        decompressor = _decompressor
+        decompressor = _contexts.decompressor
         if codec == CODEC_ZSTD_DELTA:
             if base is None:
                 raise ValueError("a delta frame needs its base")
@@ -326,6 +347,13 @@ class CompressedStore(_Wrapper):
     A bounded cache of recent canonical bytes serves as bases and speeds up delta chains.
     Full frames use the store's trained dictionary once there is one (see the module
     docstring), if the backend keeps dictionaries (``dictionaries``/``put_dictionary``).
+
+    Reads may run in any number of threads, beside one writer at a time (``put_many``,
+    ``forget``: the repository's write lock makes them take turns; the samples for the
+    dictionary are the writer's alone). What reads and writes share, the cache of recent
+    objects and the dictionaries, is guarded by ``_lock``, which is never held while the
+    backend is called: callers may hold the backend's own lock (a transaction) when they
+    call here, and a read waiting for that lock must not hold ours.
     """
 
     def __init__(self, inner: ObjectStore, cache_bytes: int = 16 << 20) -> None:
@@ -346,6 +374,7 @@ class CompressedStore(_Wrapper):
         self._sampled = 0
         self._train_at = TRAIN_AFTER_BYTES
         self._train_attempts = 0
+        self._lock = threading.Lock()
 
     # -- dictionaries ---------------------------------------------------------------------
 
@@ -354,23 +383,33 @@ class CompressedStore(_Wrapper):
         pick the newest one for writing."""
         if self._loaded_dictionaries or not self._keeps_dictionaries:
             return
-        self._stored_dictionaries = self.inner.dictionaries()  # type: ignore[attr-defined]
-        self._loaded_dictionaries = True
-        if self._writing is None and self._stored_dictionaries:
+        stored = self.inner.dictionaries()  # type: ignore[attr-defined]
+        with self._lock:
+            self._stored_dictionaries = stored
+            self._loaded_dictionaries = True
+        if self._writing is None and stored:
             try:
-                self._writing = self._build_dictionary(max(self._stored_dictionaries))
+                newest = self._build_dictionary(max(stored))
             except ValueError:
-                pass  # a damaged dictionary is not written with; reads that need it report it
+                return  # a damaged dictionary is not written with; reads that need it report it
+            with self._lock:
+                if self._writing is None:
+                    self._writing = newest
 
     def _build_dictionary(self, number: int) -> Dictionary:
-        found = self._dictionaries.get(number)
+        with self._lock:
+            found = self._dictionaries.get(number)
+            stored = self._stored_dictionaries.get(number)
         if found is None:
+            if stored is None:  # a rolled-back write took it along meanwhile
+                raise ValueError(f"its compression dictionary {number} is missing")
             try:
-                data = _decompressor.decompress(self._stored_dictionaries[number], max_output_size=4 * DICTIONARY_BYTES)
+                data = _contexts.decompressor.decompress(stored, max_output_size=4 * DICTIONARY_BYTES)
                 found = Dictionary(number, data)
             except zstandard.ZstdError as exc:
                 raise ValueError(f"its compression dictionary {number} is damaged: {exc}") from None
-            self._dictionaries[number] = found
+            with self._lock:  # two threads may both have built it: all use the first
+                found = self._dictionaries.setdefault(number, found)
         return found
 
     def _dictionary(self, oid: ObjectId, number: int) -> Dictionary:
@@ -420,13 +459,16 @@ class CompressedStore(_Wrapper):
         # Kept zstd-compressed: a trained dictionary is mostly text, and shrinks ~2x.
         stored = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True).compress(trained)
         number = self.inner.put_dictionary(stored)  # type: ignore[attr-defined]
-        self._stored_dictionaries[number] = stored
-        self._writing = self._dictionaries[number] = self._unconfirmed = Dictionary(number, trained)
+        made = Dictionary(number, trained)
+        with self._lock:
+            self._stored_dictionaries[number] = stored
+            self._writing = self._dictionaries[number] = self._unconfirmed = made
         self._samples, self._sampled = [], 0
 
     # -- objects --------------------------------------------------------------------------
 
     def _remember(self, oid: bytes, data: bytes, depth: int) -> None:
+        """Keep ``data`` among the recent objects (the caller holds ``_lock``)."""
         if oid in self._recent or len(data) > self._cache_bytes // 16:
             return
         self._recent[oid] = (data, depth)
@@ -446,7 +488,8 @@ class CompressedStore(_Wrapper):
             depth = 0
             base_id = bases.get(oid) if bases else None
             if base_id is not None:
-                known = self._recent.get(base_id)
+                with self._lock:
+                    known = self._recent.get(base_id)
                 if known is not None and known[1] < MAX_DELTA_DEPTH:
                     depth = known[1] + 1
                     frame = encode_delta_frame(data, base_id, known[0], depth)
@@ -457,7 +500,8 @@ class CompressedStore(_Wrapper):
                 frames.append(None)
             else:
                 frames.append((oid, frame))
-            self._remember(oid, data, depth)
+            with self._lock:
+                self._remember(oid, data, depth)
         if full:
             if self._writing is None:
                 self._load_dictionaries()
@@ -471,21 +515,23 @@ class CompressedStore(_Wrapper):
         self.inner.put_many(frames)  # type: ignore[arg-type]
 
     def _evict(self, ids: Iterable[bytes]) -> None:
-        for oid in ids:
-            known = self._recent.pop(oid, None)
-            if known is not None:
-                self._recent_size -= len(known[0])
+        with self._lock:
+            for oid in ids:
+                known = self._recent.pop(oid, None)
+                if known is not None:
+                    self._recent_size -= len(known[0])
 
     def forget(self, ids: Iterable[bytes]) -> None:
         """Drop ``ids`` from the cache of recent objects (their write was rolled back), and
         a dictionary trained in that write (it was rolled back with it)."""
         self._evict(ids)
-        if self._unconfirmed is not None:
-            self._dictionaries.pop(self._unconfirmed.number, None)
-            self._stored_dictionaries.pop(self._unconfirmed.number, None)
-            self._writing = None
-            self._unconfirmed = None
-            self._train_attempts = 0
+        with self._lock:
+            if self._unconfirmed is not None:
+                self._dictionaries.pop(self._unconfirmed.number, None)
+                self._stored_dictionaries.pop(self._unconfirmed.number, None)
+                self._writing = None
+                self._unconfirmed = None
+                self._train_attempts = 0
 
     def delete_many(self, ids: Iterable[ObjectId]) -> int:
         ids = list(ids)
@@ -495,30 +541,33 @@ class CompressedStore(_Wrapper):
     def forget_all(self) -> None:
         """Drop every recent object (a gc may have deleted them: none may serve as a delta
         base again) and reload the dictionaries when next needed."""
-        self._recent.clear()
-        self._recent_size = 0
-        self._loaded_dictionaries = False
+        with self._lock:
+            self._recent.clear()
+            self._recent_size = 0
+            self._loaded_dictionaries = False
 
     def get_many(self, ids: Iterable[ObjectId], _depth: int = 0) -> dict[ObjectId, bytes]:
         """Canonical bytes of ``ids``; ``_depth`` is for reading delta bases (``_read_bases``)."""
         out: dict[ObjectId, bytes] = {}
         wanted = []
-        for oid in ids:
-            known = self._recent.get(oid)
-            if known is not None:
-                out[oid] = known[0]
-            else:
-                wanted.append(oid)
+        with self._lock:
+            for oid in ids:
+                known = self._recent.get(oid)
+                if known is not None:
+                    out[oid] = known[0]
+                else:
+                    wanted.append(oid)
         if not wanted:
             return out
         frames = self.inner.get_many(wanted)
         bases = {oid: frame_base(oid, frame) for oid, frame in frames.items() if frame and frame[0] == CODEC_ZSTD_DELTA}
         base_bytes = self._read_bases(bases, _depth) if bases else {}
         decoded = self._decode_batch(frames) if len(frames) >= PARALLEL_ITEMS else {}
+        read: list[tuple[ObjectId, bytes, int]] = []  # to remember, all under the lock at once
         for oid, frame in frames.items():
             data = decoded.get(oid)
             if data is not None:
-                self._remember(oid, data, 0)
+                read.append((oid, data, 0))
                 out[oid] = data
                 continue
             base_id = bases.get(oid)
@@ -531,8 +580,11 @@ class CompressedStore(_Wrapper):
             elif frame and frame[0] == CODEC_ZSTD_DICT:
                 dictionary = self._dictionary(oid, frame_dictionary(oid, frame))  # type: ignore[arg-type]
             data = decode_frame(oid, frame, base, dictionary)
-            self._remember(oid, data, frame_depth(frame))
+            read.append((oid, data, frame_depth(frame)))
             out[oid] = data
+        with self._lock:
+            for oid, data, depth in read:
+                self._remember(oid, data, depth)
         return out
 
     def _read_bases(self, bases: dict[ObjectId, ObjectId | None], depth: int) -> dict[ObjectId, bytes]:
@@ -585,8 +637,8 @@ class CompressedStore(_Wrapper):
             if len(group) < PARALLEL_ITEMS or sum(size for _, _, size in group) < PARALLEL_BYTES:
                 continue
             try:
-                decompressor = (_decompressor if number is None
-                                else zstandard.ZstdDecompressor(dict_data=self._dictionary(group[0][0], number)._dict))
+                decompressor = (_contexts.decompressor if number is None
+                                else self._dictionary(group[0][0], number).decompressor())
                 sizes = array.array("Q", [size for _, _, size in group])
                 result = decompressor.multi_decompress_to_buffer(
                     [body for _, body, _ in group], decompressed_sizes=sizes, threads=_CORES
