@@ -8,7 +8,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -795,14 +794,29 @@ def test_commit_on_a_stale_parent_never_drops_the_other_commit(tmp_path: Path) -
 
 WRITER = textwrap.dedent(
     """
-    import sys, time
+    import os, sys, time
     sys.path.insert(0, {root!r})
     import snapvc
+    from snapvc.backend import open_backend
 
-    path, who, n, go, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
-    repo = snapvc.open(path)
-    while not __import__("os").path.exists(go):
-        time.sleep(0.001)
+    path, who, other, n, meet, mode = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
+    waiting = [True]
+
+    def clock():
+        # Read by the first commit between reading the tip and moving the branch: both
+        # writers wait here for each other, so both build on the same tip and one of
+        # them must lose the race (and retry); they race freely from then on.
+        if waiting[0]:
+            waiting[0] = False
+            open(f"{{meet}}.{{who}}", "w").close()
+            deadline = time.monotonic() + 60
+            while not os.path.exists(f"{{meet}}.{{other}}"):
+                if time.monotonic() > deadline:
+                    sys.exit(f"{{who}}: the other writer never reached its first commit")
+                time.sleep(0.001)
+        return time.time()
+
+    repo = snapvc.Repository(open_backend(path), clock=clock)  # the clock of the commits alone
     conflicts = 0
     for i in range(n):
         while True:
@@ -829,23 +843,22 @@ WRITER = textwrap.dedent(
 @pytest.mark.parametrize("mode", ["plain", "read-modify-write"])
 def test_two_processes_racing_on_one_branch(tmp_path: Path, mode: str) -> None:
     path = tmp_path / "shared.snapvc"
-    go = tmp_path / "go"
     n = 30
     with snapvc.open(path) as repo:
         repo.commit({"entries": []}, message="initial")
     script = WRITER.format(root=str(ROOT))
     procs = [
-        subprocess.Popen([sys.executable, "-c", script, str(path), who, str(n), str(go), mode],
+        subprocess.Popen([sys.executable, "-c", script, str(path), who, other, str(n), str(tmp_path / "meet"), mode],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for who in ("p", "q")
+        for who, other in (("p", "q"), ("q", "p"))
     ]
-    time.sleep(0.3)
-    go.touch()
     outputs = [p.communicate(timeout=120) for p in procs]
     for p, (out, err) in zip(procs, outputs):
         assert p.returncode == 0, err
+    # Both first commits built on the initial commit: one lost its race, read again and
+    # retried (the history below holds every commit of both).
     conflicts = sum(int(out.strip()) for out, _ in outputs)
-    assert conflicts >= 0
+    assert conflicts >= 1
 
     with snapvc.open(path, create=False) as repo:
         log = list(repo.log("main"))
