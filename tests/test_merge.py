@@ -3,17 +3,21 @@ base, revert and cherry-pick, and what a merge of large states reads and stores.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import random
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import snapvc
 from snapvc import ABSENT, Conflict, MergeResult, merge_values
 from snapvc.diff import plain_value
+from snapvc.encoding.reader import MapView, SeqView, tree_root
 from snapvc.encoding.splice import TreeSplicer
 from snapvc.encoding.writer import element_encoder
 
@@ -313,6 +317,258 @@ def test_merge_base_walks_long_histories(repo: snapvc.Repository) -> None:
     assert repo.merge_base("long", "main") == repo.resolve("main~1")
 
 
+# -- laws on large stored states, against a model of the rules ----------------------------
+#
+# The cases below start from a state with a map of notes and a list (a log), each from
+# none to 600 entries (a prolly tree of several nodes past a few KiB), and edit it on two
+# sides: keys changed, removed, added or edited inside, alike or not; one splice of the
+# log each, at positions drawn so that both sides often meet. A model written from the
+# rules in ``snapvc.merge``'s docstring gives the merged state and the conflicts; the merge
+# of plain dicts, the merge of the stored states' lazy views and ``Repository.merge`` must
+# all agree with it.
+
+Splice = tuple[int, int, list[Any]]  # base positions [lo, hi) replaced by these elements
+
+
+def note(i: int) -> Any:
+    """Entry ``i`` of the base's notes map: a string, or every fifth a small map."""
+    text = f"note {i}: " + "lorem " * 10
+    return {"text": text, "score": i} if i % 5 == 0 else text
+
+
+def log_entry(i: int) -> Any:
+    """Element ``i`` of the base's log, every one different (so a splice aligns one way only)."""
+    text = f"log {i}: " + "ipsum " * 10
+    return {"n": i, "text": text} if i % 7 == 0 else text
+
+
+@dataclasses.dataclass
+class Case:
+    base: dict[str, Any]
+    ours: dict[str, Any]
+    theirs: dict[str, Any]
+    splices: dict[str, Splice | None]  # each side's splice of the log
+
+
+def same(x: Any, y: Any) -> bool:
+    """Equal and of the same types all the way down (the merge compares encodings: 1 is
+    not True)."""
+    if type(x) is not type(y):
+        return False
+    if isinstance(x, dict):
+        return x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
+    if isinstance(x, (list, tuple)):
+        return len(x) == len(y) and all(same(a, b) for a, b in zip(x, y))
+    return bool(x == y)
+
+
+@st.composite
+def large_three_way(draw: Any) -> Case:
+    sizes = st.integers(0, 64) | st.integers(65, 600) | st.integers(150, 600)  # one node at most, or a tree
+    n_notes, n_log = draw(sizes), draw(sizes)
+    base = {"notes": {f"k{i:05d}": note(i) for i in range(n_notes)}, "log": [log_entry(i) for i in range(n_log)],
+            "step": 0}
+    case = Case(base, copy.deepcopy(base), copy.deepcopy(base), {})
+    touched: list[int] = []  # ours' notes: theirs often picks among them, to meet ours
+    for side, state in (("ours", case.ours), ("theirs", case.theirs)):
+        picks = st.integers(0, max(n_notes - 1, 0))
+        if touched:
+            picks = st.sampled_from(touched) | picks
+        for i in draw(st.lists(picks, max_size=4, unique=True)) if n_notes else []:
+            key, value = f"k{i:05d}", base["notes"][f"k{i:05d}"]
+            action = draw(st.sampled_from(["change", "agree", "remove"] + ["inside"] * isinstance(value, dict)))
+            if action == "change":
+                state["notes"][key] = f"{side} changed {key}"
+            elif action == "agree":  # the change the other side may make too
+                state["notes"][key] = f"agreed on {key}"
+            elif action == "remove":
+                del state["notes"][key]
+            else:
+                field = draw(st.sampled_from(["text", "score", f"by {side}"]))
+                state["notes"][key] = {**value, field: f"{side} edit"}
+            touched.append(i)
+        if draw(st.booleans()):
+            state["notes"][draw(st.sampled_from([f"new by {side}", "new on both sides"]))] = draw(
+                st.sampled_from([f"added by {side}", "added alike"]))
+        if draw(st.integers(0, 3)) == 0:
+            state["step"] = draw(st.sampled_from([1, 2]))
+    for side, splice in zip(("ours", "theirs"), draw(log_splices(base["log"]))):
+        if splice is not None:
+            lo, hi, new = splice
+            getattr(case, side)["log"][lo:hi] = new
+        case.splices[side] = splice
+    return case
+
+
+@st.composite
+def log_splices(draw: Any, log: list[Any]) -> tuple[Splice | None, Splice | None]:
+    """Ours' and theirs' splices of ``log``, in one of the ways two sides meet (or not)."""
+    n = len(log)
+
+    def elements(side: str, lo: int, hi: int, count: int | None = None) -> list[Any]:
+        if hi - lo == 1 and count in (None, 1) and isinstance(log[lo], dict) and draw(st.booleans()):
+            return [{**log[lo], f"by {side}": True}]  # an element edited inside
+        if count is None:
+            count = draw(st.sampled_from([1, 1, 2, 3] + [0] * (hi > lo)))  # never an empty insertion
+        return [f"{side} log {lo}.{k}" for k in range(count)]
+
+    def anywhere(side: str, near: Splice | None = None) -> Splice:
+        lo = draw(st.integers(0, n) if near is None else st.integers(max(0, near[0] - 1), min(n, near[1] + 1)))
+        hi = min(n, lo + draw(st.sampled_from([0, 1, 1, 2, 4])))
+        return lo, hi, elements(side, lo, hi)
+
+    how = draw(st.sampled_from(["none", "ours only", "theirs only", "apart", "near", "near", "same place", "same place",
+                                "same edit", "same element", "same element"]))
+    if how == "none":
+        return None, None
+    if how == "ours only":
+        return anywhere("ours"), None
+    if how == "theirs only":
+        return None, anywhere("theirs")
+    if how == "same element" and n:
+        lo = draw(st.integers(0, n - 1))
+        return (lo, lo + 1, elements("ours", lo, lo + 1, 1)), (lo, lo + 1, elements("theirs", lo, lo + 1, 1))
+    ours = anywhere("ours")
+    if how == "same edit":
+        return ours, ours
+    if how == "same place":
+        return ours, (ours[0], ours[1], elements("theirs", ours[0], ours[1]))
+    return ours, anywhere("theirs", ours if how == "near" else None)
+
+def model(base: Any, ours: Any, theirs: Any, splices: dict[str, Splice | None], take: str,
+          path: tuple[Any, ...] = (), conflicts: list[Conflict] | None = None) -> tuple[Any, list[Conflict]]:
+    """The merge the rules describe, written without the merge's code: ``(merged,
+    conflicts)``, a conflict taking the side named ``take`` (``"ours"`` when left)."""
+    conflicts = [] if conflicts is None else conflicts
+    if same(ours, theirs):
+        return ours, conflicts
+    if same(ours, base):
+        return theirs, conflicts
+    if same(theirs, base):
+        return ours, conflicts
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        was = base if isinstance(base, dict) else {}
+        out = {}
+        for key in {**was, **ours, **theirs}:
+            value, _ = model(was.get(key, ABSENT), ours.get(key, ABSENT), theirs.get(key, ABSENT), splices, take,
+                             (*path, key), conflicts)
+            if value is not ABSENT:
+                out[key] = value
+        return out, conflicts
+    if path == ("log",):
+        (olo, ohi, onew), (tlo, thi, tnew) = splices["ours"], splices["theirs"]  # type: ignore[misc]
+        if olo == ohi == tlo == thi:  # both insert at one place: ours first
+            return base[:olo] + onew + tnew + base[olo:], conflicts
+        if olo == tlo and ohi - olo == thi - tlo == len(onew) == len(tnew) == 1:  # one element, edited on both sides
+            element, _ = model(base[olo], onew[0], tnew[0], splices, take, (*path, olo), conflicts)
+            return base[:olo] + [element] + base[olo + 1:], conflicts
+        inside = (olo == ohi and tlo < olo < thi) or (tlo == thi and olo < tlo < ohi)
+        if inside or (olo < ohi and tlo < thi and olo < thi and tlo < ohi):
+            conflicts.append(Conflict(path, base, ours, theirs))
+            return (ours if take == "ours" else theirs), conflicts
+        out, at = [], 0
+        for lo, hi, new in sorted([(olo, ohi, onew), (tlo, thi, tnew)], key=lambda s: (s[0], s[1])):
+            out += base[at:lo] + new
+            at = hi
+        return out + base[at:], conflicts
+    conflicts.append(Conflict(path, base, ours, theirs))
+    return (ours if take == "ours" else theirs), conflicts
+
+
+def plain_conflicts(conflicts: list[Conflict]) -> list[Conflict]:
+    return sorted((Conflict(c.path, *(v if v is ABSENT else plain(v) for v in (c.base, c.ours, c.theirs)))
+                   for c in conflicts), key=lambda c: repr(c.path))
+
+
+def multi_node(value: Any) -> bool:
+    """Whether a stored value is a tree of several nodes (a small one is inline: a dict)."""
+    if not isinstance(value, (MapView, SeqView)):
+        return False
+    _, parts = tree_root(value)
+    return bool(parts) and parts[0].level >= 0
+
+
+def changed_on_both(case: Case, key: str, conflicts: list[Conflict]) -> bool:
+    """Whether both sides changed ``key`` of the state, differently, and it merged without a conflict."""
+    base, ours, theirs = case.base[key], case.ours[key], case.theirs[key]
+    return (not same(ours, base) and not same(theirs, base) and not same(ours, theirs)
+            and not any(c.path[:1] == (key,) for c in conflicts))
+
+
+def test_large_stored_merges_follow_the_rules() -> None:
+    reached: Counter[str] = Counter()
+
+    # Derandomized: the same cases every run, so a failure reproduces.
+    @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+    @given(large_three_way())
+    def merge_case(case: Case) -> None:
+        base, ours, theirs = case.base, case.ours, case.theirs
+        swapped = {"ours": case.splices.get("theirs"), "theirs": case.splices.get("ours")}
+        expected, conflicts = model(base, ours, theirs, case.splices, "ours")
+        expected_swapped, conflicts_swapped = model(base, theirs, ours, swapped, "ours")
+        by_theirs, _ = model(base, ours, theirs, case.splices, "theirs")
+
+        repo = snapvc.open("memory://", clock=Clock())
+        repo.commit(base, branch="ours", message="base")
+        repo.branch("theirs", at="ours")
+        repo.commit(ours, branch="ours", message="ours")
+        repo.commit(theirs, branch="theirs", message="theirs")
+        repo.branch("swap", at="theirs")
+        b, o, t = (repo.snapshot(rev) for rev in ("ours~1", "ours", "theirs"))
+
+        # Plain dicts, the stored states' lazy views: the model's merge and conflicts.
+        for args, want, found in [((base, ours, theirs), expected, conflicts), ((b, o, t), expected, conflicts),
+                                  ((base, theirs, ours), expected_swapped, conflicts_swapped),
+                                  ((b, t, o), expected_swapped, conflicts_swapped)]:
+            merged, got = merge_values(*args)
+            assert same(plain(merged), want)
+            assert plain_conflicts(got) == plain_conflicts(found)
+        merged, got = merge_values(b, o, t, resolve="theirs")
+        assert got == [] and same(plain(merged), by_theirs)
+        # One side changed: that side, whatever the other is.
+        for x in (o, t):
+            assert same(plain(merge_values(b, x, b)[0]), plain(x)) and same(plain(merge_values(b, b, x)[0]), plain(x))
+            assert same(plain(merge_values(b, x, x)[0]), plain(x))
+
+        # In the repository: a merge commit whose tree is the one the merged state gets
+        # committed fresh (the large changed containers are spliced from the old trees),
+        # or the conflicts and nothing written.
+        for branch, other, want, found in [("swap", "ours", expected_swapped, conflicts_swapped),
+                                           ("ours", "theirs", expected, conflicts)]:
+            tip = repo.resolve(branch)
+            result = repo.merge(other, into=branch)
+            assert plain_conflicts(result.conflicts) == plain_conflicts(found)
+            if found:
+                assert result.commit is None and repo.resolve(branch) == tip
+            else:
+                assert result.commit is not None and same(repo.checkout(branch), want)
+                assert result.commit.tree == repo.commit(want, branch=f"fresh-{branch}").tree
+
+        reached["cases"] += 1
+        for what, hit in [("a multi-node notes map", multi_node(b["notes"])), ("a multi-node log", multi_node(b["log"])),
+                          ("conflicts", bool(conflicts)),
+                          ("a conflict at a key", any(isinstance(c.path[-1], str) for c in conflicts)),
+                          ("a conflict at the log", any(c.path == ("log",) for c in conflicts)),
+                          ("a conflict at a log element", any(c.path[:1] == ("log",) and len(c.path) > 1 for c in conflicts)),
+                          ("notes changed on both sides, merged cleanly", changed_on_both(case, "notes", conflicts)),
+                          ("a log spliced on both sides, merged cleanly", changed_on_both(case, "log", conflicts)),
+                          ("a merge commit", not conflicts)]:
+            if hit:
+                event(what)
+                reached[what] += 1
+
+    merge_case()
+    cases = reached["cases"]
+    # The cases reach what they are for: stored trees, each kind of conflict, clean merges of both sides' edits.
+    assert reached["a multi-node notes map"] >= cases // 3 and reached["a multi-node log"] >= cases // 3, reached
+    assert reached["conflicts"] >= cases // 5, reached
+    for what in ["a conflict at a key", "a conflict at the log", "a conflict at a log element"]:
+        assert reached[what] >= cases // 20, reached
+    assert reached["notes changed on both sides, merged cleanly"] >= cases // 10, reached
+    assert reached["a log spliced on both sides, merged cleanly"] >= cases // 10, reached
+    assert reached["a merge commit"] >= cases // 3, reached
+
+
 # -- revert and cherry-pick -----------------------------------------------------------------
 
 def test_revert_and_revert_the_revert(repo: snapvc.Repository) -> None:
@@ -432,6 +688,22 @@ def test_a_large_merge_that_loses_its_race_stores_nothing(tmp_path: Path) -> Non
         # The spliced docs tree was written in the merge commit's transaction, rolled back
         # with it: only the concurrent commit (its root and itself) was added.
         assert repo.stats().objects == objects + 2
+
+
+def test_a_merged_container_just_past_one_node_is_committed() -> None:
+    """A list or map of more than 64 entries is never inline, even when it fits in one
+    leaf: the merge's spliced tree for it is committed by reference, not read back (its
+    nodes are not in the store until the merge commit writes them)."""
+    repo = snapvc.open("memory://")
+    log, notes = [f"log {i}" for i in range(65)], {f"k{i:02d}": i for i in range(65)}
+    repo.commit({"log": log, "notes": notes}, branch="main")
+    repo.branch("b", at="main")
+    repo.commit({"log": [log[0], "from main", *log[1:]], "notes": {**notes, "k00": "main"}}, branch="main")
+    repo.commit({"log": [*log, "from b"], "notes": {**notes, "k64": "b", "new": "b"}}, branch="b")
+    result = repo.merge("b", into="main")
+    expected = {"log": [log[0], "from main", *log[1:], "from b"], "notes": {**notes, "k00": "main", "k64": "b", "new": "b"}}
+    assert result.ok and result.commit is not None and repo.checkout("main") == expected
+    assert result.commit.tree == repo.commit(expected, branch="fresh").tree
 
 
 def test_spliced_trees_equal_fresh_encodings() -> None:

@@ -404,7 +404,10 @@ class Encoder:
             code, data = ext_payload_for(v, self._pack)  # type: ignore[misc]
             return self._pack(msgpack.ExtType(code, data))
         if t is MapView or t is SeqView:
-            if v.loader is self._loader and not v.may_inline():
+            # A view of more than SINGLE_NODE_ENTRIES entries is never inline, even as one
+            # leaf: its id is its encoding. It is not read again either, which matters for
+            # a merge's spliced trees: their nodes are written with the commit, not before.
+            if v.loader is self._loader and (len(v) > SINGLE_NODE_ENTRIES or not v.may_inline()):
                 return REF_PREFIX + v.id  # stored already, as this value's own object
             return self._encode(v.to_dict() if t is MapView else v.to_list())
         adapter = adapter_for_value(v)
