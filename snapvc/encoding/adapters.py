@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,9 @@ _PYDANTIC_PRIVATE = "__private__"
 
 _by_type: dict[type, TypeAdapter] = {}
 _by_name: dict[str, TypeAdapter] = {}
+# The registry is shared by every thread: its changes are made under this lock, so that an
+# adapter made automatically in one thread never replaces one registered in another.
+_lock = threading.Lock()
 
 
 def _adapter(name: str, cls: type, to_fields: Callable[[Any], dict[str, Any]],
@@ -88,8 +92,9 @@ def register_type(
         to_fields = to_fields or auto.to_fields
         from_fields = from_fields or auto.from_fields
     adapter = _adapter(name or _type_name(cls), cls, to_fields, from_fields)
-    _by_type[cls] = adapter
-    _by_name[adapter.name] = adapter
+    with _lock:
+        _by_type[cls] = adapter
+        _by_name[adapter.name] = adapter
     return adapter
 
 
@@ -145,10 +150,11 @@ def adapter_for_value(value: Any) -> TypeAdapter | None:
     cls = type(value)
     adapter = _by_type.get(cls)
     if adapter is None:
-        adapter = _automatic_adapter(cls)
-        if adapter is not None:
-            _by_type[cls] = adapter
-            _by_name.setdefault(adapter.name, adapter)
+        made = _automatic_adapter(cls)
+        if made is not None:
+            with _lock:
+                adapter = _by_type.setdefault(cls, made)  # another thread's, if it was first
+                _by_name.setdefault(adapter.name, adapter)
     return adapter
 
 
@@ -168,7 +174,8 @@ def adapter_for_name(name: str) -> TypeAdapter:
         if isinstance(obj, type):
             auto = _automatic_adapter(obj)
             if auto is not None and auto.name == name:
-                _by_type.setdefault(obj, auto)
-                _by_name[name] = auto
+                with _lock:
+                    _by_type.setdefault(obj, auto)
+                    _by_name[name] = auto
                 return auto
     raise UnknownTypeError(name)
