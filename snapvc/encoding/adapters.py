@@ -154,28 +154,44 @@ def adapter_for_value(value: Any) -> TypeAdapter | None:
         if made is not None:
             with _lock:
                 adapter = _by_type.setdefault(cls, made)  # another thread's, if it was first
-                _by_name.setdefault(adapter.name, adapter)
+                if adapter is made:
+                    # The class met last under a name is the one its values come back as: a class
+                    # defined again (a module reloaded, a notebook cell run again) replaces the old.
+                    _by_name[adapter.name] = adapter
     return adapter
 
 
 def adapter_for_name(name: str) -> TypeAdapter:
-    """The adapter that rebuilds values stored under ``name``; ``UnknownTypeError`` if none."""
+    """The adapter that rebuilds values stored under ``name``; ``UnknownTypeError`` if none.
+
+    A class named ``"module:QualName"`` is looked up in its module when that module is
+    imported: if the module now holds another class of that name (it was reloaded, or a
+    notebook cell defined the class again), values come back as instances of the class
+    it holds now, not of the one registered or met before."""
     adapter = _by_name.get(name)
+    live = _live_class(name)
+    if live is not None and (adapter is None or (adapter.cls is not live and _type_name(adapter.cls) == name)):
+        found = _by_type.get(live) or _automatic_adapter(live)
+        if found is not None and found.name == name:
+            with _lock:
+                found = _by_type.setdefault(live, found)  # another thread's, if it was first
+                if found.name == name:
+                    _by_name[name] = found
+                    return found
     if adapter is not None:
         return adapter
-    module_name, _, qualname = name.partition(":")
-    module = sys.modules.get(module_name)  # already imported only: reading never imports code
-    if module is not None and qualname:
-        obj: Any = module
-        for part in qualname.split("."):
-            obj = getattr(obj, part, None)
-            if obj is None:
-                break
-        if isinstance(obj, type):
-            auto = _automatic_adapter(obj)
-            if auto is not None and auto.name == name:
-                with _lock:
-                    _by_type.setdefault(obj, auto)
-                    _by_name[name] = auto
-                return auto
     raise UnknownTypeError(name)
+
+
+def _live_class(name: str) -> type | None:
+    """The class ``"module:QualName"`` names in its module as it is now, or None (the
+    module is not imported, or holds no class there). Reading never imports code."""
+    module_name, _, qualname = name.partition(":")
+    obj: Any = sys.modules.get(module_name)
+    if obj is None or not qualname:
+        return None
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj if isinstance(obj, type) else None

@@ -30,12 +30,14 @@ writes branches for threads, and ``repo.delete_thread`` deletes them with the th
 Channel values are snapvc values (``snapvc.integrations.langgraph.values``). A put
 stores what changed since the parent checkpoint, at a cost that follows the change:
 the values LangGraph passes are the channels' own objects, so a put on the branch's tip
-goes through the branch's working copy (``snapvc.State``), skipping a channel that holds
-the same object as before and appending to a list only the elements an add reducer
-added (``_commit_working``); other puts are plain commits. Deleting checkpoints
-(``delete_for_runs``, ``prune``) rewrites the lines that held them: the checkpoints after
-a deleted one are committed again on its parent, with the same state and metadata.
-``copy_thread`` makes branches at the same commits: it copies nothing.
+goes through the branch's working copy (``snapvc.State``), skipping a channel whose
+version did not move since the last put and appending to a list only the elements an
+add reducer added (``_commit_working``); other puts are plain commits. Channel
+versions are integers, or strings on a thread another saver began
+(``get_next_version``). Deleting checkpoints (``delete_for_runs``, ``prune``) rewrites
+the lines that held them: the checkpoints after a deleted one are committed again on
+its parent, with the same state and metadata. ``copy_thread`` makes branches at the
+same commits: it copies nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import asyncio
 import gc
 import operator
 import os
+import random
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -68,7 +71,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 import snapvc
-from snapvc.errors import RefConflictError, UnsupportedValueError
+from snapvc.errors import InvalidArgumentError, RefConflictError, UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.integrations.langgraph.values import (
     MISSING,
@@ -77,7 +80,6 @@ from snapvc.integrations.langgraph.values import (
     from_stored,
     is_serialized,
     path_steps,
-    stored_elements,
     to_stored,
     wrap,
 )
@@ -109,13 +111,21 @@ class _Lines:
 
 
 @dataclass
+class _Given:
+    """What a channel held when it last went into a working copy."""
+
+    value: Any  # the object LangGraph gave
+    version: Any  # its channel version then
+    elements: tuple[Any, ...] | None = None  # for a list: its elements (an add reducer's next list starts with them)
+    held: list[Any] | None = None  # for a list of plain elements: the list the working copy holds, the saver's own
+
+
+@dataclass
 class _Working:
-    """A branch's working copy and what each channel held when it last went in: the
-    object LangGraph gave and, for a list, its elements then (an add reducer's next list
-    starts with them: only the rest is appended)."""
+    """A branch's working copy and what each channel held when it last went in."""
 
     state: State
-    given: dict[str, tuple[Any, tuple[Any, ...] | None]] = field(default_factory=dict)
+    given: dict[str, _Given] = field(default_factory=dict)
 
 
 def _checkpoint_id(commit: Commit) -> str | None:
@@ -373,6 +383,24 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                     if latest is not None:
                         self._rewrite(branch, self._lines(branch), lambda c, keep=latest.id: c.id == keep)
 
+    # -- versions -----------------------------------------------------------------------
+
+    def get_next_version(self, current: int | str | None, channel: None = None) -> Any:
+        """The channel version after ``current``: 1, 2, 3 … on a thread this saver began.
+        A thread another saver wrote (InMemorySaver, SqliteSaver, PostgresSaver) has
+        versions ``"<32-digit counter>.<random fraction>"``; it is continued with the
+        next such string, as those savers do, so that all the versions of a thread stay
+        of one type (LangGraph compares them with ``>``)."""
+        if current is None:
+            return 1
+        if isinstance(current, str):
+            counter, dot, _ = current.partition(".")
+            if not (dot and counter.isdigit()):
+                raise InvalidArgumentError("current", f"get_next_version: {current!r} is not a channel version as "
+                                                      f"LangGraph's savers write them (<counter>.<fraction>)")
+            return f"{int(counter) + 1:032}.{random.random():016}"
+        return current + 1
+
     # -- async --------------------------------------------------------------------------
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -568,11 +596,20 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
     def _commit_working(self, branch: str, values: dict[str, Any], meta: dict[str, Any], message: str,
                         where: str) -> Commit:
         """Commit ``values`` through the branch's working copy (``snapvc.State``), which
-        checks and encodes only the channels that changed: a channel holding the same
-        object as last time is skipped, a list that starts with the elements it held last
-        time has the rest appended, any other value replaces the one before. The cost
-        follows the change, not the history. (A list's element changed in place after it
-        was put is not seen, as other savers do not see a channel changed in place.)"""
+        checks and encodes only the channels that changed, so the cost follows the
+        change, not the history.
+
+        LangGraph says what changed: a channel it wrote has a new version. A channel
+        holding the same object at the same version as last time is skipped; any other
+        is stored again, also when it is the same object (an ``operator.iadd`` reducer, a
+        ``Topic`` or a join's barrier change their value in place). A list that starts
+        with the elements it held last time has only the rest appended. A list of plain
+        elements is held in a list of the saver's own that holds those elements
+        themselves, which the snapshot checks as a plain commit does, so an element
+        changed in place is seen too; LangChain messages are stored as marked dicts
+        (``values.to_stored``), copies, so a message changed in place (rather than
+        replaced, as LangGraph's reducers do) is not."""
+        versions = meta[KEY].get("channel_versions") or {}
         work = self._working.get(branch)
         if work is None or work.state.base != self.repo.refs.get(HEADS + branch):
             work = _Working(self.repo.state(branch))
@@ -583,23 +620,12 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 state.delete((channel,))
                 given.pop(channel, None)
             for channel, value in values.items():
+                version = versions.get(channel)
                 before = given.get(channel)
-                if before is not None and before[0] is value:
-                    continue  # the same object: LangGraph did not write the channel
-                elements = tuple(value) if type(value) is list else None
-                if self._wrapped.get((branch, channel)) is type(value):
-                    state.set((channel,), self._serialize(value, f"{where}: channel {channel!r}"))
-                    elements = None
-                elif (elements is not None and before is not None and before[1] is not None
-                        and len(elements) >= len(before[1]) and all(map(operator.is_, before[1], elements))):
-                    state.extend((channel,), stored_elements(elements[len(before[1]):]))
-                elif elements is not None:  # copied in, so nothing stays watched
-                    if channel in state:
-                        state.delete((channel,))
-                    state.extend((channel,), stored_elements(elements))
-                else:
-                    state.set((channel,), to_stored(value))
-                given[channel] = (value, elements)
+                if (before is not None and before.value is value and version is not None
+                        and before.version == version):
+                    continue  # LangGraph did not write the channel since it last went in
+                given[channel] = self._put_channel(branch, state, channel, value, version, before, where)
             while True:
                 try:
                     checkpoint = state.snapshot(message=message, metadata=meta)
@@ -607,10 +633,41 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 except UnsupportedValueError as exc:
                     channel = self._unstorable(branch, values, exc, where)
                     state.set((channel,), self._serialize(values[channel], f"{where}: channel {channel!r}"))
-                    given[channel] = (values[channel], None)
+                    given[channel] = _Given(values[channel], versions.get(channel))
         except BaseException:
             self._working.pop(branch, None)  # nothing half-made stays in the working copy
             raise
+
+    def _put_channel(self, branch: str, state: State, channel: str, value: Any, version: Any,
+                     before: _Given | None, where: str) -> _Given:
+        """Put one channel's value in the working copy (see ``_commit_working``)."""
+        if self._wrapped.get((branch, channel)) is type(value):
+            state.set((channel,), self._serialize(value, f"{where}: channel {channel!r}"))
+            return _Given(value, version)
+        if type(value) is not list:
+            state.set((channel,), to_stored(value))
+            return _Given(value, version)
+        elements = tuple(value)
+        if (before is not None and before.elements is not None and len(elements) >= len(before.elements)
+                and all(map(operator.is_, before.elements, elements))):  # grown: only the tail is new
+            tail = elements[len(before.elements):]
+            stored_tail = to_stored(tail)  # the tail itself if it holds no message
+            if before.held is None:
+                state.extend((channel,), stored_tail)
+                return _Given(value, version, elements)
+            if stored_tail is tail:
+                before.held.extend(tail)  # checked, with what it held, at the snapshot
+                state.set((channel,), before.held)
+                return _Given(value, version, elements, before.held)
+        stored = to_stored(value)
+        if stored is value:  # plain elements: held themselves, in a list of the saver's own
+            held = list(elements)
+            state.set((channel,), held)
+            return _Given(value, version, elements, held)
+        if channel in state:  # copied in, so nothing stays watched
+            state.delete((channel,))
+        state.extend((channel,), stored)
+        return _Given(value, version, elements)
 
     def _unstorable(self, branch: str, values: dict[str, Any], error: UnsupportedValueError, where: str) -> str:
         """The channel an ``UnsupportedValueError`` names, remembered as one to serialize;
