@@ -1,0 +1,123 @@
+"""LangGraph's own test suite, run on SnapvcSaver.
+
+The ``langgraph`` source distribution on PyPI ships its ``tests/``; its checkpointer
+tests take the checkpointer as a fixture. This module downloads that sdist (the version
+pinned below, checked against its PyPI hash) once into pytest's cache folder, keeps its
+``tests/`` and runs pytest on them in a subprocess with the plugin
+``tests/langgraph_suite/snapvc_langgraph_suite.py``, which adds SnapvcSaver (on a SQLite
+file and on ``memory://``) beside LangGraph's InMemorySaver and keeps only the tests that
+take a checkpointer. Every one of them must pass on every checkpointer: a failure or a
+skip on SnapvcSaver is a failure here, reported with whether InMemorySaver passed it.
+
+LangGraph's test files are fetched, never copied into this repository. The subprocess
+runs in the sdist's folder, whose ``tests`` package is LangGraph's (ours has the same
+name), with only what the installed ``langgraph`` is: the pinned version must be the one
+installed (``pip install -e '.[test]'``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN_DIR = ROOT / "tests" / "langgraph_suite"
+LANGGRAPH = "1.2.22"  # the same as pyproject.toml's test extra pins
+SDIST_SHA256 = "32700dc34b5cf9ebb397258c2e56392f017d4dbc51c9591339225c3c1b7b5126"  # PyPI's
+TESTS_PER_CHECKPOINTER = 648  # the tests of langgraph 1.2.22 that take a checkpointer
+CHECKPOINTERS = ("memory", "snapvc_file", "snapvc_memory")
+
+
+def _cache_folder(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+    return cache.mkdir("langgraph-sdist") if cache is not None else tmp_path_factory.mktemp("langgraph-sdist")
+
+
+def _download_tests(into: Path) -> None:
+    """LangGraph's sdist, checked against its hash, with its ``tests/`` extracted into
+    ``into`` (nothing else of it: its ``langgraph/`` must not shadow the installed one)."""
+    download = into / "download"
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
+                           "--disable-pip-version-check", "--quiet", f"langgraph=={LANGGRAPH}", "-d", str(download)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"pip could not download langgraph=={LANGGRAPH}'s sdist:\n{done.stderr}"
+    (sdist,) = download.glob("langgraph-*.tar.gz")
+    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
+    assert digest == SDIST_SHA256, f"{sdist.name} has sha256 {digest}, not PyPI's {SDIST_SHA256}"
+    prefix = f"langgraph-{LANGGRAPH}/tests/"
+    with tarfile.open(sdist) as archive:
+        members = [m for m in archive.getmembers() if m.name.startswith(prefix)]
+        assert members, f"{sdist.name} has no {prefix}"
+        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # Python 3.11.4 and later
+        archive.extractall(into, members=members, **safe)
+    shutil.rmtree(download)
+
+
+@pytest.fixture(scope="session")
+def langgraph_tests(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder holding LangGraph's ``tests/`` package, downloaded on first use. Made
+    in a folder of its own and renamed into place, so two test runs at once never see a
+    half-extracted one."""
+    installed = importlib.metadata.version("langgraph")
+    assert installed == LANGGRAPH, (f"LangGraph's tests are run as of langgraph {LANGGRAPH}, but {installed} is "
+                                    f"installed: pip install -e '.[test]'")
+    cache = _cache_folder(pytestconfig, tmp_path_factory)
+    final = cache / f"langgraph-{LANGGRAPH}"
+    if not (final / "tests" / "conftest.py").exists():
+        making = Path(tempfile.mkdtemp(dir=cache, prefix="making-"))
+        try:
+            _download_tests(making)
+            try:
+                os.rename(making / f"langgraph-{LANGGRAPH}", final)
+            except OSError:
+                if not (final / "tests" / "conftest.py").exists():  # not another run's: a real failure
+                    raise
+        finally:
+            shutil.rmtree(making, ignore_errors=True)
+    return final
+
+
+def test_langgraph_checkpointer_tests_pass_on_snapvc_saver(langgraph_tests: Path, tmp_path: Path) -> None:
+    test_files = sorted(str(p.relative_to(langgraph_tests)) for p in (langgraph_tests / "tests").glob("test_*.py")
+                        if any(f in p.read_text(encoding="utf-8") for f in ("sync_checkpointer", "async_checkpointer")))
+    report = tmp_path / "outcomes.json"
+    # The subprocess's first import path is its folder (``python -m``): ``tests`` is LangGraph's there.
+    path = os.pathsep.join(part for part in (str(PLUGIN_DIR), os.environ.get("PYTHONPATH")) if part)
+    environment = {**os.environ, "NO_DOCKER": "true", "PYTHONPATH": path}  # NO_DOCKER: no Postgres nor Redis
+    environment.pop("PYTEST_ADDOPTS", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *test_files, "--rootdir", str(langgraph_tests),
+         "-c", str(PLUGIN_DIR / "pytest.ini"), "--noconftest", "-p", "anyio", "-p", "snapvc_langgraph_suite",
+         "-p", "no:cacheprovider", "--snapvc-report", str(report), "-q", "--tb=short"],
+        cwd=langgraph_tests, env=environment, capture_output=True, text=True, timeout=3600)
+    assert report.exists(), f"LangGraph's tests did not run (exit {done.returncode}):\n{done.stdout[-5000:]}" \
+                            f"\n{done.stderr[-5000:]}"
+    outcomes = json.loads(report.read_text())
+
+    tests: dict[str, set[str]] = defaultdict(set)
+    by_test: dict[str, dict[str, str]] = defaultdict(dict)
+    for entry in outcomes.values():
+        tests[entry["checkpointer"]].add(entry["test"])
+        by_test[entry["test"]][entry["checkpointer"]] = entry["outcome"]
+    assert {name: len(found) for name, found in tests.items()} == dict.fromkeys(CHECKPOINTERS,
+                                                                                TESTS_PER_CHECKPOINTER)
+    assert tests["snapvc_file"] == tests["memory"] == tests["snapvc_memory"]
+
+    not_passed = {test: results for test, results in sorted(by_test.items())
+                  if any(outcome != "passed" for outcome in results.values())}
+    summary = Counter(f"{name}: {outcome}" for results in by_test.values() for name, outcome in results.items())
+    listed = "\n".join(f"  {test}: {results}" for test, results in list(not_passed.items())[:50])
+    assert not_passed == {}, (f"{len(not_passed)} of LangGraph's tests did not pass on every checkpointer "
+                              f"({dict(summary)}):\n{listed}\nthe pytest output ends:\n{done.stdout[-20000:]}")
+    assert done.returncode == 0, done.stdout[-5000:]
