@@ -58,6 +58,7 @@ from snapvc.errors import (
     CheckpointNotFoundError,
     TypeAdapterError,
     UnknownTypeError,
+    UnsafeGcError,
     UnsupportedValueError,
 )
 from snapvc.history import HistoryEntry
@@ -139,6 +140,7 @@ __all__ = [
     "NotARepositoryError",
     "FormatVersionError",
     "DamagedRowsError",
+    "UnsafeGcError",
     "ObjectError",
     "ObjectNotFoundError",
     "CorruptObjectError",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from snapvc.errors import RepositoryError
+from snapvc.errors import InvalidArgumentError, RepositoryError
 from snapvc.ids import ObjectId
 from snapvc.refs.base import RefStore
 from snapvc.refs.memory import MemoryRefStore
@@ -23,7 +23,7 @@ from snapvc.refs.sqlite import SqliteRefStore
 from snapvc.store.base import ObjectStore
 from snapvc.store.commit_index import CommitIndex, MemoryCommitIndex, SqliteCommitIndex
 from snapvc.store.memory import MemoryObjectStore
-from snapvc.store.sqlite import DURABILITY_MODES, SqliteFile, SqliteObjectStore, wrong
+from snapvc.store.sqlite import SqliteFile, SqliteObjectStore, check_durability, wrong
 
 __all__ = ["Backend", "open_backend", "MEMORY_URL"]
 
@@ -115,9 +115,8 @@ class Backend:
     def set_durability(self, durability: str) -> None:
         if self.file is not None:
             self.file.set_durability(durability)
-        elif durability not in DURABILITY_MODES:
-            raise ValueError(f"durability must be one of {sorted(DURABILITY_MODES)}, got {durability!r}")
         else:
+            check_durability(durability)
             self._durability = durability
 
     def close(self) -> None:
@@ -138,9 +137,12 @@ def open_backend(location: str | os.PathLike[str], *, create: bool = True, durab
 
         return open_s3_backend(text, create=create, durability=durability, clock=clock, **options)
     if options:
-        raise TypeError(f"{', '.join(sorted(options))}: options of s3:// locations, not of {text!r}")
+        names = ", ".join(sorted(options))
+        raise InvalidArgumentError(names, f"{names}: options of s3:// locations, not of {text!r}")
     if text == MEMORY_URL or text.startswith(MEMORY_URL):
-        return Backend(MEMORY_URL, MemoryObjectStore(**kw), MemoryRefStore(**kw), MemoryCommitIndex(**kw))
+        check_durability(durability)  # refused as a file's would be, and kept as set_durability keeps it
+        return Backend(MEMORY_URL, MemoryObjectStore(**kw), MemoryRefStore(**kw), MemoryCommitIndex(**kw),
+                       _durability=durability)
     if "://" in text:
         scheme = text.split("://", 1)[0]
         raise RepositoryError(f"unsupported repository location {text!r}: scheme {scheme!r} is not known (use a file path, memory:// or s3://bucket/prefix)")

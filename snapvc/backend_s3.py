@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from snapvc.backend import Backend
+from snapvc.errors import InvalidArgumentError
 from snapvc.ids import ObjectId
 from snapvc.refs.s3 import S3RefStore
 from snapvc.store.s3 import (
@@ -46,7 +47,7 @@ from snapvc.store.s3 import (
     read_meta,
     write_meta,
 )
-from snapvc.store.sqlite import DURABILITY_MODES
+from snapvc.store.sqlite import check_durability
 
 __all__ = ["S3Backend", "open_s3_backend"]
 
@@ -165,10 +166,9 @@ def open_s3_backend(url: str, *, create: bool = True, durability: str = "normal"
     ``gc_timing``: the bounds gc relies on beside writers (``snapvc.store.s3.GcTiming``;
     the same for every client of the repository).
     ``durability`` is accepted for symmetry: a PUT that returned is durable on the server."""
-    if durability not in DURABILITY_MODES:
-        raise ValueError(f"durability must be one of {sorted(DURABILITY_MODES)}, got {durability!r}")
+    check_durability(durability)
     if gc_timing is not None and not isinstance(gc_timing, GcTiming):
-        raise TypeError(f"gc_timing is a snapvc.store.s3.GcTiming, not {gc_timing!r}")
+        raise InvalidArgumentError("gc_timing", f"gc_timing is a snapvc.store.s3.GcTiming, not {gc_timing!r}")
     location = S3Location.parse(url, endpoint, region)
     client = S3Client(location)
     try:

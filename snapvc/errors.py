@@ -19,7 +19,8 @@
     │   ├── RepositoryNotFoundError  no repository at that path (and creation not asked for)
     │   ├── NotARepositoryError      the file exists but is not a snapvc repository
     │   ├── FormatVersionError       written by a newer snapvc (format or codec unknown)
-    │   └── DamagedRowsError         rows of the file holding values of the wrong type or size (names each)
+    │   ├── DamagedRowsError         rows of the file holding values of the wrong type or size (names each)
+    │   └── UnsafeGcError            a gc grace period too short beside concurrent writers (says how to force it)
     ├── ObjectError
     │   ├── ObjectNotFoundError      an object id that is not in the store
     │   └── CorruptObjectError       stored bytes that do not hash to their id, or do not decode
@@ -62,9 +63,10 @@ __all__ = [
     "RepositoryNotFoundError",
     "NotARepositoryError",
     "FormatVersionError",
+    "DamagedRowsError",
+    "UnsafeGcError",
     "ObjectError",
     "ObjectNotFoundError",
-    "DamagedRowsError",
     "CorruptObjectError",
     "RevisionError",
     "UnknownRevisionError",
@@ -284,6 +286,20 @@ class DamagedRowsError(RepositoryError):
         rows = "; ".join(f"{row}: {what}" for row, what in damaged.items())
         super().__init__(f"{file!r} holds {len(damaged)} damaged row{'s' if len(damaged) != 1 else ''}: {rows}; "
                          f"run 'snapvc fsck'")
+
+
+class UnsafeGcError(RepositoryError):
+    """A gc refused because its grace period is shorter than the backend's safe minimum
+    beside concurrent writers (on S3, ``snapvc.store.s3.GcTiming.min_grace``): objects a
+    writer is about to rely on could be swept. ``location`` is the repository,
+    ``grace`` and ``minimum`` the periods in seconds. With no other client writing,
+    ``gc(force=True)`` (``snapvc gc --force``) runs it anyway."""
+
+    def __init__(self, location: str, grace: float, minimum: float, message: str) -> None:
+        self.location = location
+        self.grace = grace
+        self.minimum = minimum
+        super().__init__(message)
 
 
 class ObjectError(SnapvcError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import getpass
 import heapq
+import math
 import os
 import threading
 import time
@@ -29,6 +30,7 @@ from snapvc.encoding.writer import EncodeCache, Encoder
 from snapvc.errors import (
     CorruptObjectError,
     DamagedRowsError,
+    InvalidArgumentError,
     InvalidCommitError,
     ObjectNotFoundError,
     RefConflictError,
@@ -749,7 +751,7 @@ class Repository:
         under the same id are skipped unread. ``paths`` (dotted, or tuples of keys and
         indices) limits the diff to what lies at or below them; only those subtrees are
         read."""
-        old, new = self._diff_side(a), self._diff_side(b)
+        old, new = self._diff_side(a, "a"), self._diff_side(b, "b")
         if paths is None:
             return list(diff_values(old, new))
         wanted = _parse_paths(paths)
@@ -766,9 +768,10 @@ class Repository:
                 changes.extend(diff_values(x, y, path))
         return changes
 
-    def _diff_side(self, side: str | ObjectId | Mapping[str, Any]) -> MapView:
-        """A side of a diff as a stored tree: a rev's snapshot, or a state in memory
-        encoded into objects kept in memory only, read through a loader of their own."""
+    def _diff_side(self, side: str | ObjectId | Mapping[str, Any], name: str) -> MapView:
+        """A side of a diff (the argument ``name``) as a stored tree: a rev's snapshot, or
+        a state in memory encoded into objects kept in memory only, read through a loader
+        of their own."""
         if isinstance(side, Checkpoint):
             side = side.values
         if isinstance(side, MapView):
@@ -776,7 +779,8 @@ class Repository:
         if isinstance(side, (str, ObjectId)):
             return self.snapshot(side)
         if not isinstance(side, Mapping):
-            raise TypeError(f"a diff compares revs or states (mappings), not a {type(side).__name__}")
+            raise InvalidArgumentError(name, f"a diff compares revs or states (mappings); {name} is a "
+                                             f"{type(side).__name__}")
         encoder = Encoder(loader=self.loader)
         root = encoder.encode_root(dict(side))
         objects = encoder.objects
@@ -874,9 +878,9 @@ class Repository:
         target = self.get_commit(self.resolve(rev), rev=str(rev))
         if not target.parents:
             return target, None
-        if not 1 <= mainline <= len(target.parents):
-            raise ValueError(f"{rev}: mainline {mainline} is not a parent number of commit {target.id.short} "
-                             f"(it has {len(target.parents)})")
+        if not (isinstance(mainline, int) and not isinstance(mainline, bool) and 1 <= mainline <= len(target.parents)):
+            raise InvalidArgumentError("mainline", f"{rev}: mainline {mainline!r} is not a parent number of commit "
+                                                   f"{target.id.short} (it has {len(target.parents)})")
         return target, target.parents[mainline - 1]
 
     def _three_way(self, ref: str, tip: ObjectId, base_id: ObjectId | None, base: Any, theirs: ObjectId | None,
@@ -1100,9 +1104,13 @@ def _timestamp_us(when: datetime | float | None, name: str) -> int | None:
     if isinstance(when, datetime):
         aware = when if when.tzinfo is not None else when.astimezone()
         return (aware - _EPOCH) // timedelta(microseconds=1)
-    if isinstance(when, (int, float)) and not isinstance(when, bool):
-        return when * 1_000_000 if isinstance(when, int) else int(when * 1_000_000)
-    raise TypeError(f"{name}= is a datetime or Unix seconds, not a {type(when).__name__}")
+    if isinstance(when, int) and not isinstance(when, bool):
+        return when * 1_000_000
+    if isinstance(when, float):
+        if not math.isfinite(when):  # int() of it would raise ValueError or OverflowError
+            raise InvalidArgumentError(name, f"{name}= is a datetime or Unix seconds, not {when!r}")
+        return int(when * 1_000_000)
+    raise InvalidArgumentError(name, f"{name}= is a datetime or Unix seconds, not a {type(when).__name__}")
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -20,6 +20,7 @@ import pytest
 import snapvc
 from snapvc import Checkpoint
 from snapvc.encoding.nodes import decode_node
+from snapvc.maintenance import Keep
 from snapvc.ids import ObjectId, hash_bytes
 from snapvc.objects import MAP
 from snapvc.patch import parse_pointer
@@ -27,21 +28,14 @@ from snapvc.refs.memory import MemoryRefStore
 from snapvc.refs.names import check_ref_name
 from snapvc.refs.revs import parse_rev
 from snapvc.runner import Runner, Step
+from snapvc.store.s3 import GcTiming
 
 PACKAGE = Path(snapvc.__file__).parent
 
 # Files another change converts; each entry goes once its file passes.
 CONVERTED_SEPARATELY = {
-    "snapvc/backend.py": "converted separately",
-    "snapvc/backend_s3.py": "converted separately",
     "snapvc/encoding/adapters.py": "converted separately",
     "snapvc/integrations/langgraph/saver.py": "converted separately",
-    "snapvc/maintenance/gc.py": "converted separately",
-    "snapvc/refs/s3.py": "converted separately",
-    "snapvc/repository.py": "converted separately",
-    "snapvc/store/codec.py": "converted separately",
-    "snapvc/store/s3.py": "converted separately",
-    "snapvc/store/sqlite.py": "converted separately",
 }
 
 # Builtin exceptions that are the point where they are made.
@@ -262,6 +256,23 @@ def _record(**changes: Any) -> dict[str, Any]:
     return {**state.snapshot().to_dict(), **changes}
 
 
+def _two_commits() -> snapvc.Repository:
+    repo = snapvc.open("memory://")
+    repo.commit({"a": 1})
+    repo.commit({"a": 2})
+    return repo
+
+
+def _revert_merge_by_a_third_parent() -> None:
+    repo = snapvc.open("memory://")
+    repo.commit({"a": 1, "b": 1})
+    repo.branch("side")
+    repo.commit({"a": 2, "b": 1})
+    repo.commit({"a": 1, "b": 2}, branch="side")
+    assert repo.merge("side", into="main").commit is not None
+    repo.revert("main", mainline=3)
+
+
 def _demo_over(path: Path) -> None:
     from snapvc.demo import run_demo
 
@@ -322,6 +333,44 @@ REFUSALS = {
     "a checkpoint record of a bad time": (lambda: Checkpoint.from_dict(_record(created_at="yesterday")),
                                           snapvc.MalformedJsonError, ValueError,
                                           "'created_at' is not an ISO 8601 time"),
+    "a durability mode a repository lacks": (lambda: snapvc.open("memory://", durability="fast"),
+                                             snapvc.InvalidArgumentError, ValueError,
+                                             "durability must be one of ['batch', 'normal', 'sync'], got 'fast'"),
+    "a durability set that a repository lacks": (
+        lambda: setattr(snapvc.open("memory://"), "durability", "exit"), snapvc.InvalidArgumentError, ValueError,
+        "got 'exit'"),
+    "S3 options for another location": (lambda: snapvc.open("memory://", region="eu-west-3"),
+                                        snapvc.InvalidArgumentError, TypeError,
+                                        "region: options of s3:// locations, not of 'memory://'"),
+    "a gc_timing that is no GcTiming": (lambda: snapvc.open("s3://bucket/prefix", gc_timing=60),
+                                        snapvc.InvalidArgumentError, TypeError,
+                                        "gc_timing is a snapvc.store.s3.GcTiming, not 60"),
+    "a GcTiming of negative seconds": (lambda: GcTiming(clock_skew=-1), snapvc.InvalidArgumentError, ValueError,
+                                       "GcTiming.clock_skew is a number of seconds >= 0, got -1"),
+    "a negative grace": (lambda: _two_commits().gc(grace=-1), snapvc.InvalidArgumentError, ValueError,
+                         "grace must not be negative, got -1"),
+    "a grace of text": (lambda: _two_commits().gc(grace="1h"), snapvc.InvalidArgumentError, TypeError,  # type: ignore[arg-type]
+                        "grace is a timedelta or seconds, not '1h'"),
+    "a grace that is NaN": (lambda: _two_commits().gc(grace=float("nan")), snapvc.InvalidArgumentError, ValueError,
+                            "grace is a number of seconds, not nan"),
+    "a reflog expiry that is NaN": (lambda: _two_commits().gc(reflog_expiry=float("nan"), dry_run=True),
+                                    snapvc.InvalidArgumentError, ValueError,
+                                    "reflog_expiry is a number of seconds, not nan"),
+    "a Keep count below 0": (lambda: Keep(last=-1), snapvc.InvalidArgumentError, ValueError,
+                             "Keep.last is a count >= 0, got -1"),
+    "a Keep of no rule": (lambda: Keep(), snapvc.InvalidArgumentError, ValueError,
+                          "a Keep policy needs at least one of last, hourly, daily, weekly"),
+    "a diff with an int": (lambda: _two_commits().diff("main", 5), snapvc.InvalidArgumentError, TypeError,  # type: ignore[arg-type]
+                           "a diff compares revs or states (mappings); b is a int"),
+    "a mainline past a merge's parents": (_revert_merge_by_a_third_parent, snapvc.InvalidArgumentError, ValueError,
+                                          "main: mainline 3 is not a parent number of commit"),
+    "a log bound of text": (lambda: list(_two_commits().log(since="yesterday")), snapvc.InvalidArgumentError,  # type: ignore[arg-type]
+                            TypeError, "since= is a datetime or Unix seconds, not a str"),
+    "a log bound that is NaN": (lambda: list(_two_commits().log(until=float("nan"))), snapvc.InvalidArgumentError,
+                                ValueError, "until= is a datetime or Unix seconds, not nan"),
+    "a log bound that is infinite": (lambda: list(_two_commits().log(since=float("-inf"))),
+                                     snapvc.InvalidArgumentError, ValueError,
+                                     "since= is a datetime or Unix seconds, not -inf"),
 }
 
 

@@ -20,7 +20,7 @@ PUBLIC = {
     "SnapvcError", "InvalidArgumentError", "InvalidObjectIdError", "MalformedJsonError", "RunnerError", "InvalidStepError",
     "StepContractError", "ResumeError",
     "UnsupportedValueError", "UnknownTypeError", "PathError", "RepositoryError", "RepositoryNotFoundError",
-    "NotARepositoryError", "FormatVersionError", "DamagedRowsError", "TypeAdapterError", "ObjectError", "ObjectNotFoundError", "CorruptObjectError",
+    "NotARepositoryError", "FormatVersionError", "DamagedRowsError", "UnsafeGcError", "TypeAdapterError", "ObjectError", "ObjectNotFoundError", "CorruptObjectError",
     "RevisionError", "UnknownRevisionError", "AmbiguousRevisionError", "InvalidRevisionError", "RefError",
     "InvalidRefNameError", "RefNotFoundError", "RefExistsError", "RefConflictError",
     "clone", "Remote", "PushResult", "FetchResult", "PullResult", "TransferStats", "PushRejectedError",

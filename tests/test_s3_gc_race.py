@@ -151,9 +151,10 @@ def test_a_grace_below_the_safe_minimum_is_refused_on_s3_unless_forced(s3_url: s
         repo.commit({"n": 0})
         repo.commit({"n": 1, "doc": "d" * 9000}, branch="doomed")
         repo.delete_branch("doomed")
-        with pytest.raises(RepositoryError, match=r"10s is below 30m.*force=True") as info:
+        with pytest.raises(snapvc.UnsafeGcError, match=r"10s is below 30m.*force=True") as info:
             repo.gc(grace=10, reflog_expiry=0)
-        assert s3_url in str(info.value)
+        assert s3_url in str(info.value) and isinstance(info.value, RepositoryError)
+        assert (info.value.location, info.value.grace, info.value.minimum) == (s3_url, 10, 30 * 60)
         assert repo.gc(grace=0, reflog_expiry=0, dry_run=True).removed_objects  # a dry run deletes nothing
         assert repo.commits.count() == 2
         assert repo.gc(grace=30 * 60).removed_objects == ()  # the minimum itself is accepted

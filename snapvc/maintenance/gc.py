@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from snapvc.errors import RefConflictError, RepositoryError, SnapvcError
+from snapvc.errors import InvalidArgumentError, RefConflictError, RepositoryError, SnapvcError, UnsafeGcError
 from snapvc.ids import ObjectId
 from snapvc.maintenance.graph import (
     Progress,
@@ -85,14 +85,19 @@ def _duration(seconds: float) -> str:
 
 
 def _seconds(value: timedelta | float, name: str) -> float:
+    """A period given as a ``timedelta`` or seconds, in seconds. NaN is refused: every
+    comparison with it is false, so no object would count as younger than a NaN grace
+    period, and none would be below the safe minimum either."""
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
     else:
-        raise TypeError(f"{name} is a timedelta or seconds, not {value!r}")
+        raise InvalidArgumentError(name, f"{name} is a timedelta or seconds, not {value!r}")
+    if math.isnan(seconds):
+        raise InvalidArgumentError(name, f"{name} is a number of seconds, not {value!r}")
     if seconds < 0:
-        raise ValueError(f"{name} must not be negative, got {value!r}")
+        raise InvalidArgumentError(name, f"{name} must not be negative, got {value!r}")
     return seconds
 
 
@@ -112,9 +117,9 @@ class Keep:
         for name in ("last", "hourly", "daily", "weekly"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"Keep.{name} is a count >= 0, got {value!r}")
+                raise InvalidArgumentError(f"Keep.{name}", f"Keep.{name} is a count >= 0, got {value!r}")
         if not (self.last or self.hourly or self.daily or self.weekly):
-            raise ValueError("a Keep policy needs at least one of last, hourly, daily, weekly")
+            raise InvalidArgumentError("Keep", "a Keep policy needs at least one of last, hourly, daily, weekly")
 
     def __str__(self) -> str:
         rules = [f"{name} {getattr(self, name)}" for name in ("last", "hourly", "daily", "weekly") if getattr(self, name)]
@@ -503,7 +508,8 @@ def gc(repo: Repository, *, dry_run: bool = False, grace: timedelta | float = DE
     grace_s, expiry_s = _seconds(grace, "grace"), _seconds(reflog_expiry, "reflog_expiry")
     minimum = repo.backend.min_gc_grace()
     if grace_s < minimum and not dry_run and not force:
-        raise RepositoryError(
+        raise UnsafeGcError(
+            repo.location, grace_s, minimum,
             f"{repo.location}: gc refused: a grace period of {_duration(grace_s)} is below {_duration(minimum)}, the "
             f"shortest that keeps what concurrent writers rely on here; with no other client writing, pass "
             f"force=True (snapvc gc --force)")

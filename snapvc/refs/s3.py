@@ -261,10 +261,11 @@ class S3RefStore:
             return None
         try:
             rows = json.loads(found[0])
-            if not all(isinstance(row, list) and len(row) == 5 for row in rows):
-                raise ValueError("an entry is not [generation, old, new, time, reason]")
-        except (ValueError, TypeError) as exc:
+        except ValueError as exc:
             raise RefError(name, f"ref {name!r}: damaged reflog segment {self.client.where(key)} ({exc})") from None
+        if not (isinstance(rows, list) and all(isinstance(row, list) and len(row) == 5 for row in rows)):
+            raise RefError(name, f"ref {name!r}: damaged reflog segment {self.client.where(key)} (an entry is not "
+                                 f"[generation, old, new, time, reason])")
         return rows
 
     def _segments(self, name: str) -> builtins.list[str]:

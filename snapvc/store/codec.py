@@ -44,7 +44,7 @@ from collections.abc import Iterable, Iterator
 
 import zstandard
 
-from snapvc.errors import CorruptObjectError, ObjectNotFoundError
+from snapvc.errors import CorruptObjectError, InvalidArgumentError, InvalidObjectIdError, ObjectNotFoundError
 from snapvc.ids import ObjectId, hash_bytes
 from snapvc.store.base import ObjectStore, StoreSizes
 
@@ -111,12 +111,17 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
+class _BadVarint(Exception):
+    """A frame header's length that runs past the frame's end or past 64 bits: each
+    caller turns it into a ``CorruptObjectError`` naming the object, or skips the frame."""
+
+
 def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
     shift = 0
     value = 0
     while True:
         if pos >= len(buf) or shift > 63:
-            raise ValueError("truncated or overlong length")
+            raise _BadVarint("truncated or overlong length")
         b = buf[pos]
         pos += 1
         value |= (b & 0x7F) << shift
@@ -223,7 +228,7 @@ def frame_dictionary(oid: ObjectId, frame: bytes) -> int | None:
     try:
         _, pos = _read_varint(frame, 1)
         return _read_varint(frame, pos)[0]
-    except ValueError:
+    except _BadVarint:
         raise CorruptObjectError(oid, "truncated dictionary frame header") from None
 
 
@@ -234,7 +239,7 @@ def frame_base(oid: ObjectId, frame: bytes) -> ObjectId | None:
     try:
         _, pos = _read_varint(frame, 1)
         return ObjectId(frame[pos + 1 : pos + 33])
-    except ValueError:
+    except (_BadVarint, InvalidObjectIdError):
         raise CorruptObjectError(oid, "truncated delta frame header") from None
 
 
@@ -247,7 +252,7 @@ def decode_frame(oid: ObjectId, frame: bytes, base: bytes | None = None, diction
     codec = frame[0]
     try:
         size, pos = _read_varint(frame, 1)
-    except ValueError as exc:
+    except _BadVarint as exc:
         raise CorruptObjectError(oid, f"bad frame header: {exc}") from None
     if size > MAX_OBJECT:
         raise CorruptObjectError(oid, f"declared size {size} exceeds the limit {MAX_OBJECT}")
@@ -255,11 +260,11 @@ def decode_frame(oid: ObjectId, frame: bytes, base: bytes | None = None, diction
         data = frame[pos:]
     elif codec == CODEC_ZSTD_DICT:
         if dictionary is None:
-            raise ValueError("a dictionary frame needs its dictionary")
+            raise InvalidArgumentError("dictionary", f"object {oid}: a dictionary frame is decoded with its dictionary")
         try:
             _, pos = _read_varint(frame, pos)
             data = dictionary.decompress(frame[pos:], size)
-        except ValueError as exc:
+        except _BadVarint as exc:
             raise CorruptObjectError(oid, f"bad frame header: {exc}") from None
         except zstandard.ZstdError as exc:
             raise CorruptObjectError(oid, f"zstd: {exc}") from None
@@ -267,7 +272,7 @@ def decode_frame(oid: ObjectId, frame: bytes, base: bytes | None = None, diction
         decompressor = _contexts.decompressor
         if codec == CODEC_ZSTD_DELTA:
             if base is None:
-                raise ValueError("a delta frame needs its base")
+                raise InvalidArgumentError("base", f"object {oid}: a delta frame is decoded with its base's bytes")
             pos += 33
             decompressor = zstandard.ZstdDecompressor(
                 dict_data=zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
@@ -339,6 +344,11 @@ MAX_DELTA_DEPTH = 16
 MAX_DELTA_CHAIN = 255
 
 
+class _DictionaryUnusable(Exception):
+    """A compression dictionary that is missing or does not decode: a read that needs it
+    turns this into a ``CorruptObjectError`` naming its object; a writer writes without it."""
+
+
 class CompressedStore(_Wrapper):
     """Canonical bytes in, frames to the backend; frames from the backend, canonical bytes out.
 
@@ -390,24 +400,26 @@ class CompressedStore(_Wrapper):
         if self._writing is None and stored:
             try:
                 newest = self._build_dictionary(max(stored))
-            except ValueError:
+            except _DictionaryUnusable:
                 return  # a damaged dictionary is not written with; reads that need it report it
             with self._lock:
                 if self._writing is None:
                     self._writing = newest
 
     def _build_dictionary(self, number: int) -> Dictionary:
+        """Dictionary ``number`` ready to use; ``_DictionaryUnusable`` if it is missing or
+        damaged (the caller names the object that needs it, or writes without it)."""
         with self._lock:
             found = self._dictionaries.get(number)
             stored = self._stored_dictionaries.get(number)
         if found is None:
             if stored is None:  # a rolled-back write took it along meanwhile
-                raise ValueError(f"its compression dictionary {number} is missing")
+                raise _DictionaryUnusable(f"its compression dictionary {number} is missing")
             try:
                 data = _contexts.decompressor.decompress(stored, max_output_size=4 * DICTIONARY_BYTES)
                 found = Dictionary(number, data)
             except zstandard.ZstdError as exc:
-                raise ValueError(f"its compression dictionary {number} is damaged: {exc}") from None
+                raise _DictionaryUnusable(f"its compression dictionary {number} is damaged: {exc}") from None
             with self._lock:  # two threads may both have built it: all use the first
                 found = self._dictionaries.setdefault(number, found)
         return found
@@ -421,7 +433,7 @@ class CompressedStore(_Wrapper):
                 raise CorruptObjectError(oid, f"its compression dictionary {number} is missing")
         try:
             return self._build_dictionary(number)
-        except ValueError as exc:
+        except _DictionaryUnusable as exc:
             raise CorruptObjectError(oid, str(exc)) from None
 
     def _sample(self, full: list[bytes]) -> None:
@@ -628,7 +640,7 @@ class CompressedStore(_Wrapper):
                 number = None
                 if frame[0] == CODEC_ZSTD_DICT:
                     number, pos = _read_varint(frame, pos)
-            except ValueError:
+            except _BadVarint:
                 continue
             if 0 < size <= MAX_OBJECT:
                 groups.setdefault(number, []).append((oid, frame[pos:], size))

@@ -110,7 +110,13 @@ from urllib.parse import urlsplit
 
 import msgpack
 
-from snapvc.errors import FormatVersionError, ObjectNotFoundError, RepositoryError, RepositoryNotFoundError
+from snapvc.errors import (
+    FormatVersionError,
+    InvalidArgumentError,
+    ObjectNotFoundError,
+    RepositoryError,
+    RepositoryNotFoundError,
+)
 from snapvc.ids import ObjectId
 from snapvc.objects import COMMIT, Commit, split_object
 from snapvc.store.base import StoreSizes
@@ -157,7 +163,8 @@ class GcTiming:
         for name in ("reuse_window", "longest_write", "clock_skew"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < math.inf:
-                raise ValueError(f"GcTiming.{name} is a number of seconds >= 0, got {value!r}")
+                raise InvalidArgumentError(f"GcTiming.{name}", f"GcTiming.{name} is a number of seconds >= 0, "
+                                                               f"got {value!r}")
 
     @property
     def min_grace(self) -> float:
@@ -204,8 +211,15 @@ def _reason(exc: BaseException) -> str:
     return str(exc).split("\n\nDebug source", 1)[0].strip()
 
 
-class PreconditionFailed(Exception):
-    """A conditional PUT lost: the key exists (create) or changed (If-Match)."""
+class PreconditionFailed(RepositoryError):
+    """A conditional PUT lost: the key exists (create) or changed (If-Match). Ref and
+    dictionary writes expect it and catch it; elsewhere (a pack's new random key taken)
+    it says which object of the bucket was in the way."""
+
+    def __init__(self, where: str, create: bool) -> None:
+        self.where = where
+        super().__init__(f"writing {where} refused: " + ("it exists already" if create else
+                                                           "it changed since it was read"))
 
 
 @dataclass(frozen=True)
@@ -318,7 +332,7 @@ class S3Client:
             result = obstore.put(self._store, key, data, mode=mode)
         except (AlreadyExistsError, PreconditionError):
             self._count("PUT", sent=len(data))
-            raise PreconditionFailed(key) from None
+            raise PreconditionFailed(self.where(key), create) from None
         except Exception as exc:
             raise RepositoryError(f"writing {self.where(key)} failed: {_reason(exc)}") from None
         self._count("PUT", sent=len(data))
@@ -704,7 +718,9 @@ class Packs:
         with self.lock:
             me = threading.get_ident()
             if self._depth and self._owner != me:
-                raise RuntimeError("an S3 transaction is open in another thread")
+                # S3Backend.transaction holds the backend's lock from begin to end, so
+                # another thread's transaction cannot be open here.
+                raise AssertionError("an S3 transaction is open in another thread")
             self._owner = me
             self._depth += 1
 
@@ -870,7 +886,7 @@ class Packs:
             if self.pack_ends.get(key, HEAD_BYTES + 1) <= HEAD_BYTES:
                 found = self.client.get(key)
                 if found is None:
-                    raise FileNotFoundError(key)
+                    return {}, [oid for oid, _ in wanted]
                 whole = found[0]
                 with self.lock:
                     held = [(oid, e) for oid in self.pack_ids.get(key, ()) if (e := self.objects.get(oid)) and e.pack == key]

@@ -36,6 +36,7 @@ from snapvc.errors import (
     CorruptObjectError,
     DamagedRowsError,
     FormatVersionError,
+    InvalidArgumentError,
     NotARepositoryError,
     ObjectNotFoundError,
     RepositoryError,
@@ -45,7 +46,8 @@ from snapvc.errors import (
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.store.base import StoreSizes
 
-__all__ = ["SqliteFile", "SqliteObjectStore", "DURABILITY_MODES", "FORMAT_VERSION", "APPLICATION_ID"]
+__all__ = ["SqliteFile", "SqliteObjectStore", "DURABILITY_MODES", "check_durability", "FORMAT_VERSION",
+           "APPLICATION_ID"]
 
 # 'snvc' — marks the SQLite file as a snapvc repository.
 APPLICATION_ID = 0x736E7663
@@ -64,6 +66,15 @@ WAL_BYTES = 256 << 10
 WAL_MAX_BYTES = 4 * WAL_BYTES
 # SQLite's default limit on bound variables per statement is 32766; stay well below.
 _BATCH = 500
+
+
+def check_durability(durability: object) -> None:
+    """Refuse a durability mode that is none of ``DURABILITY_MODES`` with an
+    ``InvalidArgumentError`` (a ``ValueError`` too) naming the modes there are. A value
+    that is not a str is refused alike, not with the ``TypeError`` of an unhashable key."""
+    if not isinstance(durability, str) or durability not in DURABILITY_MODES:
+        raise InvalidArgumentError("durability", f"durability must be one of {sorted(DURABILITY_MODES)}, "
+                                                 f"got {durability!r}")
 
 
 def wrong(value: object) -> str:
@@ -97,8 +108,7 @@ class SqliteFile:
     """One open snapvc SQLite file, shared by the stores that live in it."""
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True, durability: str = "normal") -> None:
-        if durability not in DURABILITY_MODES:
-            raise ValueError(f"durability must be one of {sorted(DURABILITY_MODES)}, got {durability!r}")
+        check_durability(durability)
         self.path = Path(path)
         self.durability = durability
         exists = self.path.exists()
@@ -197,8 +207,7 @@ class SqliteFile:
 
     def set_durability(self, durability: str) -> None:
         """Change the durability mode of this connection from the next commit on."""
-        if durability not in DURABILITY_MODES:
-            raise ValueError(f"durability must be one of {sorted(DURABILITY_MODES)}, got {durability!r}")
+        check_durability(durability)
         with self.lock:
             self.conn.execute(f"PRAGMA synchronous={DURABILITY_MODES[durability]}")
             self.durability = durability
