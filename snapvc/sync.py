@@ -40,7 +40,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
-from snapvc.encoding.nodes import children_of, decode_node
 from snapvc.errors import (
     CorruptObjectError,
     InvalidCommitError,
@@ -51,7 +50,8 @@ from snapvc.errors import (
 )
 from snapvc.history import commits_behind
 from snapvc.ids import ObjectId
-from snapvc.objects import BLOB, Commit
+from snapvc.maintenance.graph import read_children
+from snapvc.objects import Commit
 from snapvc.refs.names import HEADS, TAGS, branch_ref, check_ref_name, short_name
 from snapvc.store.codec import CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT, frame_base, frame_dictionary
 
@@ -337,9 +337,9 @@ def copy_history(src: Repository, dst: Repository, tips: Iterable[ObjectId], *,
                     stats.reframed += reframed
                     stats.objects += 1
                     stats.bytes += len(frame)
-                    if data[0] != BLOB:
-                        kind, node = decode_node(oid, data, rebuild_types=False)  # children only
-                        next_level.extend(ObjectId(child) for child in children_of(kind, node))
+                    # Its children, without rebuilding typed values; a node that hashes right but
+                    # whose layout is damaged is a CorruptObjectError naming it.
+                    next_level.extend(child for child, _ in read_children(oid, data))
                     if not reframed and frame and frame[0] == CODEC_ZSTD_DELTA:
                         base = frame_base(oid, frame)  # a delta's base travels too, unless dst has it
                         if base is not None and base not in seen:

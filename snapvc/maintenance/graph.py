@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from snapvc.encoding.nodes import children_of, decode_node
-from snapvc.errors import CorruptObjectError, ObjectNotFoundError, SnapvcError
+from snapvc.errors import CorruptObjectError, InvalidObjectIdError, ObjectNotFoundError, SnapvcError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, COMMIT, MAP, SEQ, TEXT, Commit, split_object
 from snapvc.store.codec import frame_base
@@ -85,6 +85,8 @@ def read_children(oid: ObjectId, data: bytes) -> list[Edge]:
             return [(ObjectId(node[2][i]), ("index", i)) for i in node[3]]
         if kind == TEXT:
             return [(ObjectId(c), None) for c in ids]
+    except InvalidObjectIdError as exc:  # a child reference that is not 32 bytes: this node is damaged
+        raise CorruptObjectError(oid, f"bad node layout: {exc}") from None
     except SnapvcError:
         raise
     except Exception as exc:  # a node whose layout is wrong: bad indexes, wrong types
