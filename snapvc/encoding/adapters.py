@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from snapvc.errors import SnapvcError, TypeAdapterError, UnknownTypeError
+from snapvc.errors import InvalidArgumentError, SnapvcError, TypeAdapterError, UnknownTypeError
 
 __all__ = ["TypeAdapter", "register_type", "adapter_for_value", "adapter_for_name"]
 
@@ -88,7 +88,7 @@ def register_type(
     auto = _automatic_adapter(cls)
     if to_fields is None or from_fields is None:
         if auto is None:
-            raise TypeError(f"{cls!r} is not a dataclass or pydantic model: give to_fields and from_fields")
+            raise InvalidArgumentError("cls", f"{cls!r} is not a dataclass or pydantic model: give to_fields and from_fields")
         to_fields = to_fields or auto.to_fields
         from_fields = from_fields or auto.from_fields
     adapter = _adapter(name or _type_name(cls), cls, to_fields, from_fields)

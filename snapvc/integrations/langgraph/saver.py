@@ -138,7 +138,7 @@ def _ids(config: RunnableConfig | None, what: str) -> tuple[str, str, str | None
     configurable = (config or {}).get("configurable") or {}
     thread_id = configurable.get("thread_id")
     if thread_id is None or thread_id == "":
-        raise ValueError(f"{what}: config['configurable'] needs a 'thread_id' (got {configurable!r})")
+        raise InvalidArgumentError("config", f"{what}: config['configurable'] needs a 'thread_id' (got {configurable!r})")
     namespace = configurable.get("checkpoint_ns") or ""
     checkpoint_id = configurable.get("checkpoint_id") or None
     return str(thread_id), str(namespace), checkpoint_id
@@ -149,7 +149,7 @@ def _json(value: Any, where: str) -> Any:
     try:
         return orjson.loads(orjson.dumps(value))
     except TypeError as exc:
-        raise ValueError(f"{where} must be JSON (str, number, bool, None, list, dict): {exc}") from None
+        raise InvalidArgumentError("metadata", f"{where} must be JSON (str, number, bool, None, list, dict): {exc}") from None
 
 
 class SnapvcSaver(BaseCheckpointSaver[int]):
@@ -166,7 +166,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
     def __init__(self, repo: Repository | str | os.PathLike[str], *, serde: SerializerProtocol | None = None) -> None:
         serde = serde if serde is not None else JsonPlusSerializer(pickle_fallback=False)
         if getattr(serde, "pickle_fallback", False):
-            raise ValueError("SnapvcSaver never pickles: give a serializer with pickle_fallback=False")
+            raise InvalidArgumentError("serde", "SnapvcSaver never pickles: give a serializer with pickle_fallback=False")
         super().__init__(serde=serde)
         self._owns = not isinstance(repo, Repository)
         self.repo: Repository = snapvc.open(repo) if not isinstance(repo, Repository) else repo
@@ -281,13 +281,13 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         where = f"thread {thread_id!r}, checkpoint {checkpoint_id}"
         meta = _json(get_checkpoint_metadata(config, metadata), f"{where}: the metadata")
         if KEY in meta:
-            raise ValueError(f"{where}: the metadata key {KEY!r} is where SnapvcSaver keeps the checkpoint's fields")
+            raise InvalidArgumentError("metadata", f"{where}: the metadata key {KEY!r} is where SnapvcSaver keeps the checkpoint's fields")
         meta[KEY] = _json({k: v for k, v in checkpoint.items() if k != "channel_values"}, f"{where}: the checkpoint")
         message = f"{meta.get('source', 'checkpoint')} step {meta.get('step', '?')}"
         with self._lock:
             lines = self._lines(branch)
             if checkpoint_id in lines.by_id:
-                raise ValueError(f"{where}: a checkpoint with this id is already stored on the thread")
+                raise InvalidArgumentError("checkpoint", f"{where}: a checkpoint with this id is already stored on the thread")
             parent = lines.by_id.get(parent_id) if parent_id is not None else None
             values = self._values_to_store(checkpoint, new_versions, parent)
             self._commit(branch, lines, values, meta, message, parent, where)
@@ -300,7 +300,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         replaces the one before."""
         thread_id, namespace, checkpoint_id = _ids(config, "put_writes")
         if checkpoint_id is None:
-            raise ValueError(f"put_writes: thread {thread_id!r}: config['configurable'] names no checkpoint_id")
+            raise InvalidArgumentError("config", f"put_writes: thread {thread_id!r}: config['configurable'] names no checkpoint_id")
         branch = thread_branch(thread_id, namespace)
         # LangGraph may send a checkpoint's writes before its put has finished (both run
         # in the background): the writes are kept by checkpoint id, whether it is stored yet or not.
@@ -362,7 +362,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             branches = self.repo.branches()
             family = self._family(source, branches)
             if self._family(target, branches):
-                raise ValueError(f"cannot copy thread {source_thread_id!r} to {target_thread_id!r}: the target "
+                raise InvalidArgumentError("target_thread_id", f"cannot copy thread {source_thread_id!r} to {target_thread_id!r}: the target "
                                  f"already has checkpoints (delete it first)")
             with self.repo.deferred():
                 for branch in family:
@@ -372,7 +372,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         """``"keep_latest"``: each namespace of each thread keeps its latest checkpoint and
         its writes, nothing else; ``"delete"``: delete the threads."""
         if strategy not in ("keep_latest", "delete"):
-            raise ValueError(f"prune: strategy must be 'keep_latest' or 'delete', got {strategy!r}")
+            raise InvalidArgumentError("strategy", f"prune: strategy must be 'keep_latest' or 'delete', got {strategy!r}")
         with self._lock:
             for thread_id in thread_ids:
                 if strategy == "delete":
