@@ -16,6 +16,7 @@ import pytest
 import snapvc
 from snapvc.diff import Change, diff_values
 from snapvc.encoding.reader import tree_root
+from tests.exact import same
 
 
 @dataclasses.dataclass
@@ -118,20 +119,6 @@ def in_memory_diff(old: Any, new: Any) -> list[Change]:
 
 
 # -- an independent oracle: the changes replayed on the old value give the new one ---------
-
-
-def same(x: Any, y: Any) -> bool:
-    """Equal and of the same types all the way down (``==`` takes ``1`` for ``True`` and
-    ``1.0``, and ``-0.0`` for ``0.0``); NaN equals NaN."""
-    if type(x) is not type(y):
-        return False
-    if isinstance(x, dict):
-        return x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
-    if isinstance(x, (list, tuple)):
-        return len(x) == len(y) and all(same(a, b) for a, b in zip(x, y))
-    if isinstance(x, float):
-        return repr(x) == repr(y)
-    return bool(x == y)
 
 
 def check_changes(old: Any, new: Any, changes: list[Change]) -> None:

@@ -20,6 +20,7 @@ from snapvc.diff import plain_value
 from snapvc.encoding.reader import MapView, SeqView, tree_root
 from snapvc.encoding.splice import TreeSplicer
 from snapvc.encoding.writer import element_encoder
+from tests.exact import same
 
 
 def plain(value: Any) -> Any:
@@ -348,18 +349,6 @@ class Case:
     ours: dict[str, Any]
     theirs: dict[str, Any]
     splices: dict[str, Splice | None]  # each side's splice of the log
-
-
-def same(x: Any, y: Any) -> bool:
-    """Equal and of the same types all the way down (the merge compares encodings: 1 is
-    not True)."""
-    if type(x) is not type(y):
-        return False
-    if isinstance(x, dict):
-        return x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
-    if isinstance(x, (list, tuple)):
-        return len(x) == len(y) and all(same(a, b) for a, b in zip(x, y))
-    return bool(x == y)
 
 
 @st.composite

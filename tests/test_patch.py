@@ -17,22 +17,9 @@ import snapvc
 from snapvc import DiffStat, PatchError, PathError, apply_changes, apply_patch, diff_stat, to_json_patch
 from snapvc.diff import Change, diff_values
 from snapvc.patch import DiffStatRow, format_pointer, parse_pointer
+from tests.exact import same
 
 LAWS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-
-
-def same(x: Any, y: Any) -> bool:
-    """Equal and of the same types all the way down (``==`` alone takes ``1`` for ``True``
-    and ``1.0``, ``[1]`` for ``(1,)`` never but ``-0.0`` for ``0.0``); NaN equals NaN."""
-    if type(x) is not type(y):
-        return False
-    if isinstance(x, dict):
-        return x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
-    if isinstance(x, (list, tuple)):
-        return len(x) == len(y) and all(same(a, b) for a, b in zip(x, y))
-    if isinstance(x, float):
-        return repr(x) == repr(y)
-    return bool(x == y)
 
 
 # -- values, and edits of them -------------------------------------------------------
