@@ -35,9 +35,11 @@ read them from the environment.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from snapvc.errors import (
@@ -498,6 +500,9 @@ def clone(src: Repository | str, dst: str, *, progress: Progress = _no_progress,
     from snapvc.repository import Repository, open as open_repository
 
     source = src if isinstance(src, Repository) else open_repository(str(src), create=False, **dict(src_options or {}))
+    # A clone that fails leaves no half-made repository file behind, as git removes the
+    # folder of a failed clone (a file that was there before is left as it was).
+    new_file = "://" not in str(dst) and not os.path.lexists(dst)
     try:
         target = open_repository(dst, **options)
         try:
@@ -518,6 +523,9 @@ def clone(src: Repository | str, dst: str, *, progress: Progress = _no_progress,
                         _track(target, origin, ref[len(HEADS):], oid, f"clone: from {src}")
         except BaseException:
             target.close()
+            if new_file:
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(f"{dst}{suffix}").unlink(missing_ok=True)
             raise
         return target
     finally:

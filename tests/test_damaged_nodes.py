@@ -68,6 +68,18 @@ def test_a_clone_stops_at_the_damaged_node_naming_it(tmp_path: Path, case: str) 
     with pytest.raises(snapvc.CorruptObjectError) as raised:
         snapvc.clone(str(tmp_path / "src.snapvc"), str(tmp_path / "copy.snapvc"))
     assert raised.value.object_id == bad_id and "bad node layout" in str(raised.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src.snapvc"]  # no half-made copy is left
+
+
+def test_a_failed_clone_into_an_existing_repository_leaves_it_as_it_was(tmp_path: Path) -> None:
+    _repository_holding(tmp_path / "src.snapvc", "list leaf")
+    with snapvc.open(tmp_path / "copy.snapvc") as repo:
+        kept = repo.commit({"kept": True}, branch="elsewhere", message="before the clone")
+        repo.delete_branch("elsewhere")  # no refs, so the clone may go ahead
+    with pytest.raises(snapvc.CorruptObjectError):
+        snapvc.clone(str(tmp_path / "src.snapvc"), str(tmp_path / "copy.snapvc"))
+    with snapvc.open(tmp_path / "copy.snapvc") as repo:
+        assert repo.checkout(kept.id) == {"kept": True}  # the file and what it held are still there
 
 
 @pytest.mark.parametrize("case", ["map inner node", "list leaf"])
