@@ -26,6 +26,7 @@ from click.shell_completion import get_completion_class
 import snapvc
 from snapvc.cli import change, git, inspect, maintenance, sync
 from snapvc.cli.common import STDOUT, Output
+from snapvc.encoding.adapters import keep_unknown_types
 from snapvc.errors import (
     AmbiguousRevisionError,
     CheckpointNotFoundError,
@@ -222,6 +223,9 @@ def main() -> None:
     it may not read all become ``snapvc: error: FILE: reason`` with exit status 2."""
     _open_closed_std_fds()
     _name_stdout_errors()
+    # The command reads states other programs wrote, without their classes: a typed value
+    # is shown, diffed, merged and committed back as stored (see snapvc.encoding.adapters).
+    keep_unknown_types()
     try:
         # Output still buffered is written before the exit, while a failure can be
         # reported; Python's own flush at exit would only print a traceback.

@@ -12,6 +12,12 @@ like any other value (so a large field is chunked and deduplicated as usual).
   which fields were set, its extra fields and its private attributes.
 - **any other class**: ``register_type(cls, to_fields, from_fields, name=...)``.
 
+A value whose class is not known here raises ``UnknownTypeError`` when read, unless the
+process reads such values as they are stored (``keep_unknown_types()``, which the
+``snapvc`` command does: it shows, diffs and merges an agent's state without the agent's
+code): each is then a ``StoredTypedValue`` holding the type's name and the fields, which
+is written back exactly as it was read, so a merge or a commit of it changes nothing.
+
 Nothing is ever pickled.
 """
 
@@ -26,7 +32,8 @@ from typing import Any
 
 from snapvc.errors import InvalidArgumentError, SnapvcError, TypeAdapterError, UnknownTypeError
 
-__all__ = ["TypeAdapter", "register_type", "adapter_for_value", "adapter_for_name"]
+__all__ = ["StoredTypedValue", "TypeAdapter", "adapter_for_name", "adapter_for_value", "keep_unknown_types",
+           "register_type"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +56,41 @@ _by_name: dict[str, TypeAdapter] = {}
 # The registry is shared by every thread: its changes are made under this lock, so that an
 # adapter made automatically in one thread never replaces one registered in another.
 _lock = threading.Lock()
+# Whether values of unknown types are read as StoredTypedValue: set once by a program that
+# reads other programs' states (the command line), before any read.
+_keep_unknown = False
+
+
+class StoredTypedValue:
+    """A typed value read where its class is not known: the name it is stored under and
+    its fields. Stored again, it is the same value (same bytes, same id) as was read."""
+
+    __slots__ = ("type_name", "fields")
+
+    def __init__(self, type_name: str, fields: dict[str, Any]) -> None:
+        self.type_name = type_name
+        self.fields = fields
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StoredTypedValue):
+            return NotImplemented
+        return self.type_name == other.type_name and self.fields == other.fields
+
+    __hash__ = None  # type: ignore[assignment]  # its fields may change, as a dataclass's may
+
+    def __repr__(self) -> str:
+        return f"{self.type_name}({', '.join(f'{k}={v!r}' for k, v in self.fields.items())})"
+
+
+def keep_unknown_types(enabled: bool = True) -> None:
+    """Read values whose class is not known here as ``StoredTypedValue`` (instead of
+    raising ``UnknownTypeError``), for this whole process."""
+    global _keep_unknown
+    _keep_unknown = enabled
+
+
+def _stored_adapter(name: str) -> TypeAdapter:
+    return TypeAdapter(name, StoredTypedValue, lambda value: value.fields, lambda fields: StoredTypedValue(name, fields))
 
 
 def _adapter(name: str, cls: type, to_fields: Callable[[Any], dict[str, Any]],
@@ -148,6 +190,8 @@ def _automatic_adapter(cls: type) -> TypeAdapter | None:
 def adapter_for_value(value: Any) -> TypeAdapter | None:
     """The adapter that stores ``value``, or None if its type has none."""
     cls = type(value)
+    if cls is StoredTypedValue:  # written back under the name it was read with
+        return _stored_adapter(value.type_name)
     adapter = _by_type.get(cls)
     if adapter is None:
         made = _automatic_adapter(cls)
@@ -180,6 +224,8 @@ def adapter_for_name(name: str) -> TypeAdapter:
                     return found
     if adapter is not None:
         return adapter
+    if _keep_unknown:
+        return _stored_adapter(name)
     raise UnknownTypeError(name)
 
 
