@@ -17,6 +17,7 @@
     │   └── ResumeError              a checkpoint the Runner cannot resume from (names it)
     ├── RepositoryError
     │   ├── RepositoryNotFoundError  no repository at that path (and creation not asked for)
+    │   │   └── RepositoryFolderError  a repository to create in a folder that is missing or a file
     │   ├── NotARepositoryError      the file exists but is not a snapvc repository
     │   ├── FormatVersionError       written by a newer snapvc (format or codec unknown)
     │   ├── DamagedRowsError         rows of the file holding values of the wrong type or size (names each)
@@ -61,6 +62,7 @@ __all__ = [
     "ResumeError",
     "RepositoryError",
     "RepositoryNotFoundError",
+    "RepositoryFolderError",
     "NotARepositoryError",
     "FormatVersionError",
     "DamagedRowsError",
@@ -261,6 +263,11 @@ class RepositoryError(SnapvcError):
 
 class RepositoryNotFoundError(RepositoryError, FileNotFoundError):
     """No repository at the given location."""
+
+
+class RepositoryFolderError(RepositoryNotFoundError):
+    """A repository to be created (``init``, ``clone``, a first commit) in a folder that
+    does not exist, or is a file: no repository is there, and none can be made."""
 
 
 class NotARepositoryError(RepositoryError):

@@ -93,12 +93,13 @@ def test_bad_paths_for_every_command_that_writes_files(repo_dir: Path) -> None:
         (["checkout", "-o", "a-file/x.json"], "a-file/x.json: Not a directory"),
         (["checkout", "-o", "a-folder"], "'a-folder' is a directory"),
         (["clone", "agent.snapvc", "a-folder"], "'a-folder' is a folder"),
-        (["clone", "agent.snapvc", "missing/x.snapvc"], "folder 'missing' does not exist"),
-        (["init", "a-file/x.snapvc"], "'a-file' is a file, not a folder"),
+        (["clone", "agent.snapvc", "missing/x.snapvc"], "folder 'missing' does not exist",
+         "hint: make the folder first"),
+        (["init", "a-file/x.snapvc"], "'a-file' is a file, not a folder", "hint: make the folder first"),
         (["commit", "a-folder"], "cannot read a-folder"),
     ]
-    for args, expected in cases:
-        refused(run(*args, cwd=repo_dir), expected)
+    for args, *expected in cases:
+        refused(run(*args, cwd=repo_dir), *expected)
     assert (repo_dir / "a-file").read_text() == "not a folder\n"
     assert list((repo_dir / "a-folder").iterdir()) == []
 

@@ -332,8 +332,9 @@ def test_an_unreadable_repository_as_root_a_folder_without_access(tmp_path: Path
     """Root reads any file, but a path through a regular file is unreadable to anyone."""
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(snapvc.RepositoryNotFoundError, match=re.escape(f"{blocker}' is a file, not a folder")):
+    with pytest.raises(snapvc.RepositoryFolderError, match=re.escape(f"{blocker}' is a file, not a folder")) as raised:
         snapvc.open(blocker / "repo.snapvc")
+    assert isinstance(raised.value, snapvc.RepositoryNotFoundError)  # no repository is there
 
 
 class _ImportWatcher(importlib.abc.MetaPathFinder):

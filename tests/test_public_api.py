@@ -20,6 +20,7 @@ PUBLIC = {
     "SnapvcError", "InvalidArgumentError", "InvalidObjectIdError", "MalformedJsonError", "RunnerError", "InvalidStepError",
     "StepContractError", "ResumeError",
     "UnsupportedValueError", "UnknownTypeError", "PathError", "RepositoryError", "RepositoryNotFoundError",
+    "RepositoryFolderError",
     "NotARepositoryError", "FormatVersionError", "DamagedRowsError", "UnsafeGcError", "TypeAdapterError", "ObjectError", "ObjectNotFoundError", "CorruptObjectError",
     "RevisionError", "UnknownRevisionError", "AmbiguousRevisionError", "InvalidRevisionError", "RefError",
     "InvalidRefNameError", "RefNotFoundError", "RefExistsError", "RefConflictError",

@@ -38,6 +38,7 @@ from snapvc.errors import (
     RefConflictError,
     RefExistsError,
     RefNotFoundError,
+    RepositoryFolderError,
     RepositoryNotFoundError,
     SnapvcError,
     UnknownRevisionError,
@@ -48,6 +49,7 @@ __all__ = ["cli", "main"]
 
 # What to do about an error, shown under its message (the first matching type wins).
 HINTS: tuple[tuple[type[BaseException], str], ...] = (
+    (RepositoryFolderError, "make the folder first, or give a path in a folder that exists"),
     (RepositoryNotFoundError, "create one with 'snapvc init PATH', or pass --repo PATH"),
     (CheckpointNotFoundError, "'snapvc log --oneline' lists the checkpoints"),
     (UnknownRevisionError, "'snapvc branch' lists the branches, 'snapvc log --oneline --all' the commits"),

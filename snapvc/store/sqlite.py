@@ -40,6 +40,7 @@ from snapvc.errors import (
     NotARepositoryError,
     ObjectNotFoundError,
     RepositoryError,
+    RepositoryFolderError,
     RepositoryNotFoundError,
     SnapvcError,
 )
@@ -117,9 +118,9 @@ class SqliteFile:
         if exists:
             self._check_foreign_file(create)
         elif not self.path.parent.exists():
-            raise RepositoryNotFoundError(f"cannot create {str(self.path)!r}: folder {str(self.path.parent)!r} does not exist")
+            raise RepositoryFolderError(f"cannot create {str(self.path)!r}: folder {str(self.path.parent)!r} does not exist")
         elif not self.path.parent.is_dir():
-            raise RepositoryNotFoundError(f"cannot create {str(self.path)!r}: {str(self.path.parent)!r} is a file, not a folder")
+            raise RepositoryFolderError(f"cannot create {str(self.path)!r}: {str(self.path.parent)!r} is a file, not a folder")
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, so write order is explicit.
         try:
             self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
