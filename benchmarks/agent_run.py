@@ -17,6 +17,11 @@ state after each step, and measures:
   ``repo.state(...)`` (``state.extend("messages", ...)``, ``state.set(("scratchpad",
   key), ...)``, ``state.snapshot(...)``) on a repository of its own, which must end at
   the same tree;
+- commit time of the state rebuilt each step (``AgentRun.step_rebuilt``: new containers
+  holding the same element objects, as LangGraph's reducers and immutable-update loops
+  hand over), on a repository of its own, which must end at the same tree;
+- the first commit after a load, in a new process (``benchmarks.after_load``): a
+  checkout or ``repo.state`` of the run's last state, one more step, and its commit;
 - peak memory: the tracemalloc peak of an identical second run (tracemalloc slows
   allocation, so the timed run does without it) and the process's ``ru_maxrss``.
 
@@ -47,6 +52,7 @@ import orjson
 
 import snapvc
 from benchmarks import peers as peer_bench
+from benchmarks.after_load import AfterLoad, measure_after_load
 from benchmarks.measure import (
     BenchmarkFailure,
     PartResult,
@@ -65,6 +71,7 @@ from benchmarks.measure import (
     summary_row,
     timed_log,
     timed_snapshots,
+    to_json,
 )
 from benchmarks.workload import AgentRun
 
@@ -84,6 +91,7 @@ REPEATS = 20
 LOG_REPEATS = 5
 # The scratchpad note whose history is read.
 HISTORY_KEY = "note-07"
+REBUILT = "plain dict rebuilt each step, repo.commit(state)"
 STATS_FIELDS = ("objects", "stored_bytes", "logical_bytes", "dedup_ratio")
 
 
@@ -133,6 +141,15 @@ class Report:
     state_commit_p99_s: float | None = None
     state_commit_total_s: float | None = None
     state_store_bytes_closed: int | None = None
+    # the same steps with the state rebuilt each step, on a repository of its own (if run)
+    rebuilt_commit_first_s: float | None = None
+    rebuilt_commit_last_s: float | None = None
+    rebuilt_commit_median_s: float | None = None
+    rebuilt_commit_p99_s: float | None = None
+    rebuilt_commit_total_s: float | None = None
+    rebuilt_store_bytes_closed: int | None = None
+    # the first commits after reopening the run in a new process (if run)
+    after_load: AfterLoad | None = None
 
     @property
     def correct(self) -> bool:
@@ -186,6 +203,7 @@ class Report:
              duration(self.log_paths_s)),
             (f"list(log(paths=\"scratchpad.{HISTORY_KEY}\")), freshly opened (median of {LOG_REPEATS})",
              duration(self.log_paths_fresh_s)),
+            *self._after_load_rows(),
             *([("peak memory, tracemalloc (second run)", size(self.tracemalloc_peak_bytes))]
               if self.tracemalloc_peak_bytes else []),
             ("peak memory, ru_maxrss (process)", size(self.maxrss_bytes)),
@@ -202,6 +220,19 @@ class Report:
                 shown = f"{value}"
             rows.append((f"repo.stats().{name}", shown))
         return rows
+
+    def _after_load_rows(self) -> list[tuple[str, str]]:
+        a = self.after_load
+        if a is None:
+            return []
+        return [
+            (f"after a load in a new process: repo.checkout of step {a.step - 1:,}", duration(a.checkout_s)),
+            (f"after a load: first repo.commit (step {a.step:,})", duration(a.commit_s)),
+            (f"after a load: the commit after it (step {a.step + 1:,})", duration(a.next_commit_s)),
+            ("after a load in a new process: repo.state", duration(a.state_load_s)),
+            (f"after a load: first state.snapshot (step {a.step:,})", duration(a.snapshot_s)),
+            (f"after a load: the snapshot after it (step {a.step + 1:,})", duration(a.next_snapshot_s)),
+        ]
 
     def figures(self) -> StoreFigures:
         """The figures every workload reports, for the summary table."""
@@ -226,9 +257,8 @@ class Report:
         )
 
     def commit_table(self) -> Table | None:
-        """Commit times of the plain-dict run and of the State run, side by side."""
-        if self.state_commit_median_s is None:
-            return None
+        """Commit times of the plain-dict run, the State run and the rebuilt run, side by
+        side (``None`` if only the plain-dict run was made)."""
         first = min(COMMIT_WINDOW, self.steps)
         header = ["one commit per step", f"median, steps 1-{first}", f"median, last {first} steps",
                   "median", "p99", "store after close"]  # fmt: skip
@@ -237,13 +267,20 @@ class Report:
              self.commit_p99_s, self.store_bytes_closed),
             ("State working copy, state.snapshot()", self.state_commit_first_s, self.state_commit_last_s,
              self.state_commit_median_s, self.state_commit_p99_s, self.state_store_bytes_closed),
+            (REBUILT, self.rebuilt_commit_first_s, self.rebuilt_commit_last_s, self.rebuilt_commit_median_s,
+             self.rebuilt_commit_p99_s, self.rebuilt_store_bytes_closed),
         ]  # fmt: skip
-        rows = [[how, *(duration(t or 0.0) for t in times), size(stored or 0)] for how, *times, stored in runs]
-        return Table(header, rows, f"Commit time over {self.steps} steps: a plain dict, and the State working copy")
+        rows = [[how, *(duration(t) for t in times), size(stored)] for how, *times, stored in runs
+                if stored is not None]  # fmt: skip
+        if len(rows) < 2:
+            return None
+        return Table(header, rows, f"Commit time over {self.steps} steps, the same changes handed over each way")
 
     def as_dict(self) -> dict[str, Any]:
-        """The figures as plain JSON values (``stats`` as its fields and text)."""
-        out = {k: v for k, v in self.__dict__.items() if k != "stats"}
+        """The figures as plain JSON values (``stats`` as its fields and text, ``after_load``
+        as its fields)."""
+        out = {k: v for k, v in self.__dict__.items() if k not in ("stats", "after_load")}
+        out["after_load"] = to_json(self.after_load)
         stats = {name: getattr(self.stats, name) for name in STATS_FIELDS if hasattr(self.stats, name)}
         stats["text"] = self.stats_text
         out["stats"] = stats
@@ -263,6 +300,8 @@ def run_agent_benchmark(
     folder: str | os.PathLike[str] | None = None,
     measure_memory: bool = True,
     with_state: bool = True,
+    with_rebuilt: bool = True,
+    after_load: bool = True,
     growth_at: Sequence[int] = (),
     progress: Callable[[str], None] | None = None,
 ) -> Report:
@@ -272,8 +311,11 @@ def run_agent_benchmark(
     afterwards). ``growth_at``: steps after which to close the repository, record its size
     on disk and open it again (the next commit then encodes the whole state again).
     ``with_state``: also drive the same steps through the ``State`` working copy, on a
-    second repository in ``folder``, and time its snapshots. Raises ``BenchmarkFailure`` if what the store gives back differs from
-    what was committed.
+    second repository in ``folder``, and time its snapshots. ``with_rebuilt``: also commit
+    the same steps rebuilt each step (``AgentRun.step_rebuilt``) to a third repository.
+    ``after_load``: at the end, time the first commit after reopening the run's repository
+    in a new process (``benchmarks.after_load``). Raises ``BenchmarkFailure`` if what the
+    store gives back differs from what was committed.
     """
     if steps < 1:
         raise ValueError("steps must be at least 1")
@@ -281,7 +323,8 @@ def run_agent_benchmark(
         with tempfile.TemporaryDirectory(prefix="snapvc-bench-") as tmp:
             return run_agent_benchmark(
                 steps, documents=documents, doc_size=doc_size, seed=seed, folder=tmp,
-                measure_memory=measure_memory, with_state=with_state, growth_at=growth_at, progress=progress,
+                measure_memory=measure_memory, with_state=with_state, with_rebuilt=with_rebuilt,
+                after_load=after_load, growth_at=growth_at, progress=progress,
             )  # fmt: skip
     say = progress or (lambda message: None)
     folder = Path(folder)
@@ -308,10 +351,22 @@ def run_agent_benchmark(
         state_path = folder / "agent-state.snapvc"
         through_state = _state_run(workload, state_path, steps, run.tree, checks, say)
         state_closed = sum(store_files(state_path).values())
+    rebuilt: list[float] = []
+    rebuilt_closed = None
+    if with_rebuilt:
+        say("the same steps with the state rebuilt each step")
+        rebuilt_path = folder / "agent-rebuilt.snapvc"
+        rebuilt = _rebuilt_run(workload, rebuilt_path, steps, run.tree, checks, say)
+        rebuilt_closed = sum(store_files(rebuilt_path).values())
     peak = 0
     if measure_memory:
         say("measuring memory")
         peak = _traced_peak(workload, folder / "agent-memory.snapvc", steps)
+    final_state_bytes = _json_size(run.state)
+    loaded = None
+    if after_load:  # last: it adds branches to the run's repository and steps run.state on
+        say("the first commit after a load, in a new process")
+        loaded = measure_after_load(path, BRANCH, workload, steps, run.state, checks)
 
     times = run.commit_times
     return Report(
@@ -324,7 +379,7 @@ def run_agent_benchmark(
         store_files=run.store_files,
         store_bytes_closed=sum(store_files(path).values()),
         full_copy_bytes=run.full_copy_bytes,
-        final_state_bytes=_json_size(run.state),
+        final_state_bytes=final_state_bytes,
         commit_first_s=statistics.median(times[1 : COMMIT_WINDOW + 1]),
         commit_last_s=statistics.median(times[1:][-COMMIT_WINDOW:]),
         commit_median_s=statistics.median(times[1:]),
@@ -355,6 +410,13 @@ def run_agent_benchmark(
         state_commit_p99_s=percentile(through_state, 99) if through_state else None,
         state_commit_total_s=sum(through_state) if through_state else None,
         state_store_bytes_closed=state_closed,
+        rebuilt_commit_first_s=statistics.median(rebuilt[:COMMIT_WINDOW]) if rebuilt else None,
+        rebuilt_commit_last_s=statistics.median(rebuilt[-COMMIT_WINDOW:]) if rebuilt else None,
+        rebuilt_commit_median_s=statistics.median(rebuilt) if rebuilt else None,
+        rebuilt_commit_p99_s=percentile(rebuilt, 99) if rebuilt else None,
+        rebuilt_commit_total_s=sum(rebuilt) if rebuilt else None,
+        rebuilt_store_bytes_closed=rebuilt_closed,
+        after_load=loaded,
     )
 
 
@@ -518,6 +580,30 @@ def _state_run(
     return timed_snapshots(path, BRANCH, workload.initial_state(), change, steps, tree, checks, say)
 
 
+def _rebuilt_run(
+    workload: AgentRun, path: Path, steps: int, tree: snapvc.ObjectId, checks: list[str],
+    say: Callable[[str], None],
+) -> list[float]:  # fmt: skip
+    """Commit the same steps with the state rebuilt at each one (``AgentRun.step_rebuilt``:
+    a new state dict, a new message list holding the old messages and two new ones, new
+    scratchpad and counters dicts, a new library dict when a document changes) to a
+    repository of its own, and time each commit (step 1's first). The last commit must
+    have ``tree``, the in-place run's last tree."""
+    state = workload.initial_state()
+    times = []
+    with snapvc.open(str(path)) as repo:
+        last = repo.commit(state, branch=BRANCH, message="step 0", metadata={"step": 0})
+        for i in range(1, steps + 1):
+            state = workload.step_rebuilt(state, i)
+            t0 = time.perf_counter()
+            last = repo.commit(state, branch=BRANCH, message=f"step {i}", metadata={"step": i})
+            times.append(time.perf_counter() - t0)
+            if i % max(1, steps // 5) == 0:
+                say(f"  rebuilt each step: commit {i:,}/{steps:,}")
+    check(last.tree == tree, checks, "the state rebuilt each step ends at the same tree as the in-place commits")
+    return times
+
+
 @dataclass
 class _Reads:
     index: int
@@ -616,7 +702,14 @@ _STATE_NOTE = "\n".join([
     "`state.snapshot(...)`; its last snapshot has the same tree as the plain run's last commit.",
     "`repo.commit(state)` of a plain dict checks every container of the state for in-place",
     "changes (about 0.1 µs each, see `docs/design.md`); a snapshot checks only the paths the",
-    "working copy saw change.",
+    "working copy saw change. The rebuilt row commits the same steps made the way LangGraph's",
+    "reducers and immutable-update loops make them (`AgentRun.step_rebuilt`): each step a new",
+    "state `{**state, \"messages\": messages + [two new], ...}`, a copied scratchpad with three",
+    "notes replaced, a copied library when a document changes, new counters; the old messages,",
+    "notes and documents are the same objects as before. It too ends at the same tree.",
+    "\"After a load\" rows are measured in a new process each, on the run's repository once it",
+    "is closed: `repo.checkout(\"main\")` (or `repo.state(\"main\")`), one more step, and its",
+    "commit (or snapshot), then one step more (`benchmarks/after_load.py`).",
 ])  # fmt: skip
 
 

@@ -7,7 +7,9 @@ increment grows with the step (quadratic total).
 
 - ``snapvc``: the agent run (``benchmarks.agent_run``) for the last point's number of
   steps, closing the repository at each point to record its size on disk and opening it
-  again; its full report follows the curve;
+  again; its full report follows the curve, with the same steps through the ``State``
+  working copy and rebuilt each step, and the first commit after reopening the run in a
+  new process;
 - ``sqlite``, ``memory``, ``git``: the same steps through LangGraph's ``SqliteSaver``
   (its file after a WAL checkpoint), ``InMemorySaver`` (serialized channel blobs and checkpoints) and
   git (``.git`` before gc), as ``benchmarks.peers`` drives them. A peer runs to the next
@@ -75,7 +77,7 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> Any:
     if part == "snapvc":
         return run_agent_benchmark(
             scale.growth_steps[-1], documents=scale.documents, doc_size=scale.doc_size, seed=seed,
-            measure_memory=False, with_state=False, growth_at=(0, *scale.growth_steps), progress=say,
+            measure_memory=False, growth_at=(0, *scale.growth_steps), progress=say,
         )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="snapvc-growth-") as tmp:
         return peer_curve(part, workload, scale.growth_steps, scale.peer_budget_s, Path(tmp), say)
@@ -242,7 +244,9 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
         "steps for snapvc and for each peer (each peer in its own process; a peer stops where "
         f"its next point is predicted to take it past {duration(scale.peer_budget_s)}, and the "
         "table says so: nothing is extrapolated). Below the curve, snapvc's full report of the "
-        f"{points[-1]:,}-step run (no tracemalloc run at this length).",
+        f"{points[-1]:,}-step run (no tracemalloc run at this length), with its commit times "
+        "through the `State` working copy and with the state rebuilt each step, and the first "
+        "commit after reopening it in a new process.",
         body,
         notes=notes,
         checks=checks,

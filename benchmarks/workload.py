@@ -12,6 +12,10 @@ same Python objects — which is what lets a snapshot store skip unchanged parts
     for i in range(1, 501):
         state = run.step(state, i)   # mutates ``state`` in place and returns it
 
+``run.step_rebuilt(state, i)`` makes the same changes the way LangGraph's reducers and
+immutable-update loops do: it returns a new state of new containers that hold the same
+element objects, and leaves ``state`` as it was.
+
 The text is built by ``TextGenerator``, which needs no data files: a vocabulary of a few
 thousand pseudo-words made of syllables, drawn with Zipf-like frequencies into
 sentences with punctuation. It compresses like prose (zstd at level 3 shrinks a 20 KB
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["AgentRun", "TextGenerator", "TOOLS", "library", "compressible_bytes"]
@@ -165,6 +170,8 @@ class AgentRun:
       random offset in its middle half are replaced by 300 new ones (same length);
     - updates the counters in place.
 
+    ``step`` makes these changes in place; ``step_rebuilt`` makes them in new containers.
+
     Every other value is left untouched: the same object as before the step.
     """
 
@@ -194,6 +201,39 @@ class AgentRun:
 
     def step(self, state: dict[str, Any], i: int) -> dict[str, Any]:
         """Apply step ``i`` to ``state`` in place and return it."""
+        change = self._change(state, i)
+        state["messages"].extend(change.messages)
+        state["scratchpad"].update(change.notes)
+        state["documents"].update(change.documents)
+        state["counters"].update(change.counters)
+        return state
+
+    def step_rebuilt(self, state: dict[str, Any], i: int) -> dict[str, Any]:
+        """Step ``i`` as an immutable-update loop or a LangGraph reducer makes it: a new
+        state, ``state`` left as it was.
+
+        The changes are ``step``'s (same seed, same ``i`` => equal states), but every
+        container they touch is a new one holding the same element objects as before:
+        ``{**state, "messages": messages + [two new], ...}``, a copy of the scratchpad with
+        three notes replaced, on a step that edits a document a copy of the library with
+        that document replaced, and new counters. The task, the documents on other steps
+        and every old message, note and document are the very objects ``state`` held.
+        """
+        change = self._change(state, i)
+        new = {**state, "messages": state["messages"] + change.messages}
+        scratchpad = dict(state["scratchpad"])
+        scratchpad.update(change.notes)
+        new["scratchpad"] = scratchpad
+        if change.documents:
+            documents = dict(state["documents"])
+            documents.update(change.documents)
+            new["documents"] = documents
+        new["counters"] = {**state["counters"], **change.counters}
+        return new
+
+    def _change(self, state: dict[str, Any], i: int) -> _Change:
+        """What step ``i`` changes in ``state``, drawn from step ``i``'s own generator
+        (``state`` is only read: the keys of its scratchpad and library, the edited document)."""
         rng = self._rng(3, i)
         text = self.text
         tool = rng.choice(sorted(TOOLS))
@@ -204,27 +244,37 @@ class AgentRun:
         result = text.text(rng, rng.randint(50, 800))
         call_id = f"call_{i}"
         call = {"id": call_id, "name": tool, "arguments": arguments}
-        state["messages"].append({"role": "assistant", "content": said, "tool_calls": [call]})
-        state["messages"].append({"role": "tool", "tool_call_id": call_id, "content": result})
+        messages = [
+            {"role": "assistant", "content": said, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call_id, "content": result},
+        ]
+        notes = {key: text.phrase(rng, 20, 60) for key in rng.sample(sorted(state["scratchpad"]), 3)}
 
-        scratchpad = state["scratchpad"]
-        for key in rng.sample(sorted(scratchpad), 3):
-            scratchpad[key] = text.phrase(rng, 20, 60)
-
+        documents = {}
         if i % 10 == 0:
-            documents = state["documents"]
-            key = rng.choice(sorted(documents))
-            old = documents[key]
+            key = rng.choice(sorted(state["documents"]))
+            old = state["documents"][key]
             splice = min(300, len(old) // 4)
             offset = rng.randint(len(old) // 4, (3 * len(old)) // 4 - splice)
             documents[key] = old[:offset] + text.text(rng, splice) + old[offset + splice :]
 
         counters = state["counters"]
-        counters["step"] = i
-        counters["tool_calls"] += 1
-        counters["tokens_in"] += len(result) // 4
-        counters["tokens_out"] += len(said) // 4
-        return state
+        return _Change(messages, notes, documents, {
+            "step": i,
+            "tool_calls": counters["tool_calls"] + 1,
+            "tokens_in": counters["tokens_in"] + len(result) // 4,
+            "tokens_out": counters["tokens_out"] + len(said) // 4,
+        })  # fmt: skip
+
+
+@dataclass
+class _Change:
+    """One step's changes: the two new messages, the new values of notes, documents and counters."""
+
+    messages: list[dict[str, Any]]
+    notes: dict[str, str]
+    documents: dict[str, str]
+    counters: dict[str, int]
 
 
 def library(seed: int, count: int, length: int, *, pool: int = 50_000) -> dict[str, str]:

@@ -85,6 +85,12 @@ NUMERIC_FIELDS = [
     "state_commit_p99_s",
     "state_commit_total_s",
     "state_store_bytes_closed",
+    "rebuilt_commit_first_s",
+    "rebuilt_commit_last_s",
+    "rebuilt_commit_median_s",
+    "rebuilt_commit_p99_s",
+    "rebuilt_commit_total_s",
+    "rebuilt_store_bytes_closed",
 ]
 
 
@@ -99,6 +105,7 @@ def test_report_reads_back_what_it_committed(report) -> None:
     assert any("freshly opened" in check for check in report.checks)
     assert any("snapshot" in check for check in report.checks)
     assert "the State working copy ends at the same tree as the plain-dict commits" in report.checks
+    assert "the state rebuilt each step ends at the same tree as the in-place commits" in report.checks
     assert any(check.startswith("repo.history of scratchpad.") for check in report.checks)
     assert any(check.startswith("repo.log(paths=") for check in report.checks)
 
@@ -129,11 +136,24 @@ def test_report_renders_as_a_table_and_markdown(report) -> None:
     assert isinstance(table, Table) and table.rows == [[name, value] for name, value in rows]
     assert report.stats_text in stats
     assert isinstance(commits, Table)
-    assert [row[0] for row in commits.rows] == ["plain dict, repo.commit(state)", "State working copy, state.snapshot()"]
+    assert [row[0] for row in commits.rows] == ["plain dict, repo.commit(state)", "State working copy, state.snapshot()",
+                                                "plain dict rebuilt each step, repo.commit(state)"]
     assert all(len(row) == len(commits.header) for row in commits.rows)
     assert f"| {rows[0][0]} | {rows[0][1]} |" in "\n".join(table.markdown())
     assert {"platform", "cpus", "python", "snapvc", "blake3", "zstandard", "msgpack", "orjson"} <= environment().keys()
     json.dumps(report.as_dict())
+
+
+def test_report_times_the_first_commits_after_a_load_in_a_new_process(report) -> None:
+    loaded = report.after_load
+    assert loaded is not None and loaded.step == 21
+    for name in ("open_s", "checkout_s", "commit_s", "next_commit_s", "state_load_s", "snapshot_s", "next_snapshot_s"):
+        assert getattr(loaded, name) > 0, name
+    assert "after a load in a new process, the plain dict and the State working copy commit the same trees" in report.checks
+    assert "after a load, the commits check out equal to the run's state two steps on" in report.checks
+    names = [name for name, _ in report.rows()]
+    assert "after a load: first repo.commit (step 21)" in names
+    assert "after a load: first state.snapshot (step 21)" in names
 
 
 def test_report_comes_back_equal_from_json(report) -> None:
@@ -379,6 +399,29 @@ def test_a_step_does_not_depend_on_the_steps_before_it_in_this_process() -> None
         b.step(other, i)
     state_b = b.step(b.initial_state(), 5)
     assert state_a == state_b
+
+
+def test_rebuilt_step_makes_the_same_changes_in_new_containers_holding_the_same_objects() -> None:
+    run = AgentRun(seed=2, **SMALL)
+    in_place, rebuilt = run.initial_state(), run.initial_state()
+    for i in range(1, 31):
+        before = copy.deepcopy(rebuilt)
+        new = run.step_rebuilt(rebuilt, i)
+        in_place = run.step(in_place, i)
+        assert new == in_place
+        assert rebuilt == before  # the state it was given is left as it was
+        # New containers for what changed, holding the very objects the old ones held.
+        assert new is not rebuilt and new["messages"] is not rebuilt["messages"]
+        assert all(a is b for a, b in zip(new["messages"], rebuilt["messages"], strict=False))
+        assert new["scratchpad"] is not rebuilt["scratchpad"] and new["counters"] is not rebuilt["counters"]
+        kept = [k for k in rebuilt["scratchpad"] if new["scratchpad"][k] is rebuilt["scratchpad"][k]]
+        assert len(kept) == len(rebuilt["scratchpad"]) - 3
+        assert new["task"] is rebuilt["task"]
+        assert (new["documents"] is rebuilt["documents"]) == (i % 10 != 0)
+        if i % 10 == 0:
+            changed = [k for k in rebuilt["documents"] if new["documents"][k] is not rebuilt["documents"][k]]
+            assert len(changed) == 1
+        rebuilt = new
 
 
 def test_initial_state_has_the_documented_shape() -> None:
