@@ -13,6 +13,9 @@ shrinks about 1.9x (``benchmarks.workload.compressible_bytes``).
   ``state.snapshot(...)``) on a branch forked at the first commit, after one snapshot
   right after loading (which encodes the loaded state once). Both must end at the same
   tree. Checkout throughput is the state's bytes over the full ``repo.checkout``.
+  Then the first snapshot after a load: a new ``repo.state`` of the last state (on a
+  branch forked there), one document set, and the time of ``state.snapshot()``; once on
+  the open repository, once on a freshly opened one.
 - ``limits``: this machine's blake3, zstd and orjson speeds on the same data
   (``benchmarks.limits``), in a process of its own.
 """
@@ -23,7 +26,7 @@ import random
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +55,7 @@ NAME = "large-state"
 TITLE = "Large state"
 BRANCH = "main"
 WORKING_COPY = "working-copy"
+AFTER_LOAD = "after-load"
 EDIT = 1_000
 NOT_AVAILABLE = "State working copy not available"
 
@@ -68,6 +72,12 @@ class LargeStateFigures:
     state_times: list[float]
     figures: StoreFigures
     checks: list[str] = field(default_factory=list)
+    # the first snapshot after loading the last state, one document set: repo.state and
+    # state.snapshot times, on the open repository and on a freshly opened one
+    load_s: float | None = None
+    first_snapshot_s: float | None = None
+    load_fresh_s: float | None = None
+    first_snapshot_fresh_s: float | None = None
 
 
 RESULTS = {"snapvc": LargeStateFigures, "limits": Limits}
@@ -150,6 +160,8 @@ def _run_snapvc(
         tree = repo.get_commit(repo.resolve(BRANCH)).tree
         check(repo.get_commit(repo.resolve(WORKING_COPY)).tree == tree, checks,
               "the State working copy ends at the same tree as the plain-dict commits")  # fmt: skip
+        say(f"{NAME}: the first snapshot after a load")
+        after_load = _first_snapshots(repo, path, scale, seed, state, checks)
     else:
         say(f"{NAME}: {NOT_AVAILABLE}")
     say(f"{NAME}: reading back")
@@ -160,7 +172,40 @@ def _run_snapvc(
     if state_times:
         figures.state_commit_median_s = percentile(state_times, 50)
         figures.state_commit_p99_s = percentile(state_times, 99)
-    return LargeStateFigures(nbytes, first_s, dict_times, state_times, figures, checks)
+    return LargeStateFigures(nbytes, first_s, dict_times, state_times, figures, checks,
+                             *(after_load if state_times else (None, None, None, None)))  # fmt: skip
+
+
+def _first_snapshots(repo: snapvc.Repository, path: Path, scale: Scale, seed: int, state: dict[str, Any],
+                     checks: list[str]) -> tuple[float, float, float, float]:  # fmt: skip
+    """Load the last state on ``BRANCH`` with a new ``repo.state`` (on a branch forked at
+    it), set one document, and time the first ``state.snapshot()``: on the open ``repo``,
+    then on a freshly opened repository. Each must store exactly that one change.
+    Returns (load, snapshot, load freshly opened, snapshot freshly opened) in seconds."""
+    edit = replace(scale, large_commits=1)
+    times = []
+    for k, fresh in enumerate((False, True)):
+        branch = f"{AFTER_LOAD}-{'fresh' if fresh else 'open'}"
+        key, text = next(edits(edit, seed + 1 + k, dict(state["documents"])))
+        repo.branch(branch, at=BRANCH)
+        on = snapvc.open(str(path)) if fresh else repo
+        try:
+            t0 = time.perf_counter()
+            working = on.state(branch)
+            times.append(time.perf_counter() - t0)
+            working.set(("documents", key), text)
+            t0 = time.perf_counter()
+            working.snapshot(message=f"edit {key}")
+            times.append(time.perf_counter() - t0)
+            del working
+        finally:
+            if fresh:
+                on.close()
+        changes = repo.diff(BRANCH, branch)
+        where = "freshly opened" if fresh else "open"
+        check([(c.path, c.new) for c in changes] == [(("documents", key), text)], checks,
+              f"the first snapshot after a load ({where} repository) stores the one document set")  # fmt: skip
+    return times[0], times[1], times[2], times[3]
 
 
 # --- reporting -------------------------------------------------------------------------
@@ -179,14 +224,17 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
 
     dict_median, dict_p99 = commits(snap.dict_times)
     state_median, state_p99 = commits(snap.state_times)
-    commit_table = Table(
-        ["one document changed per commit", "median", "p99"],
-        [
-            [f"plain dict, repo.commit ({len(snap.dict_times)} commits)", dict_median, dict_p99],
-            [f"State working copy, state.snapshot ({len(snap.state_times)} commits)", state_median, state_p99],
-        ],
-        "Commit time, one document changed",
-    )
+    commit_rows = [
+        [f"plain dict, repo.commit ({len(snap.dict_times)} commits)", dict_median, dict_p99],
+        [f"State working copy, state.snapshot ({len(snap.state_times)} commits)", state_median, state_p99],
+    ]
+    if snap.first_snapshot_s is not None and snap.first_snapshot_fresh_s is not None:
+        commit_rows += [
+            ["first state.snapshot after a new repo.state, open repository", duration(snap.first_snapshot_s), "-"],
+            ["first state.snapshot after a new repo.state, freshly opened", duration(snap.first_snapshot_fresh_s), "-"],
+        ]
+    commit_table = Table(["one document changed per commit", "median", "p99"], commit_rows,
+                         "Commit time, one document changed")
     limit_table = Table(
         ["this machine, one core, same data", "throughput"],
         [
@@ -220,6 +268,8 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
                   f"+ one blob of {size(scale.large_blob)}: {nbytes / 1e6:,.1f} MB"),
         ("state, compressed alone with zstd-3 (each value on its own)", size(limits.compressed_bytes)),
         ("first commit", duration(snap.first_commit_s)),
+        *([("repo.state of the last state, open repository", duration(snap.load_s))] if snap.load_s else []),
+        *([("repo.state of the last state, freshly opened", duration(snap.load_fresh_s))] if snap.load_fresh_s else []),
         *figures.rows(),
         ("peak RSS (process)", size(results["snapvc"].maxrss_bytes)),
     ]  # fmt: skip
@@ -232,7 +282,9 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
         f"{scale.large_commits} commits replaces one document by a copy with {EDIT:,} characters "
         "rewritten in its middle, once through a plain dict and `repo.commit`, once through the "
         "`State` working copy (`state.set(\"documents.doc-0042\", text)`, `state.snapshot(...)`) on a "
-        "branch forked at the first commit; both must end at the same tree. Throughputs are the "
+        "branch forked at the first commit; both must end at the same tree. Then a new "
+        "`repo.state` of the last state, on the open repository and on a freshly opened one, one "
+        "document set, and its first `state.snapshot()`. Throughputs are the "
         "state's bytes (documents as UTF-8, and the blob) per second, next to this machine's "
         "limits measured on the same data in the same run (`benchmarks/limits.py`).",
         [throughput, limit_table, commit_table, key_value_table(rows, "snapvc")],

@@ -196,7 +196,8 @@ EXPECTED_CHECKS = {
     "agent-run": ["checkout after the run equals the state in memory", SAME_TREE, "repo.history of scratchpad.",
                   "on a freshly opened repository list the same commits"],
     "growth": ["SqliteSaver: the latest state equals", "InMemorySaver: the latest state equals"],
-    "large-state": ["snapshot['documents']"],
+    "large-state": ["snapshot['documents']", "the first snapshot after a load (open repository) stores the one",
+                    "the first snapshot after a load (freshly opened repository) stores the one"],
     "wide-map": ["diffs names exactly the keys changed", SAME_TREE],
     "long-list": ["snapshot['events'][10000]", SAME_TREE],
     "deep-history": ["main~150 resolves to commit 49", "main~150 checks out to the state committed then"],
@@ -278,6 +279,9 @@ def test_large_state_reports_throughput_against_the_limits(sections) -> None:
     if state_available():
         assert state_row[1] != "State working copy not available"
         assert any("same tree" in check for check in sections["large-state"].checks)
+        assert [row[0] for row in commits.rows[2:]] == [
+            "first state.snapshot after a new repo.state, open repository",
+            "first state.snapshot after a new repo.state, freshly opened"]
     else:
         assert state_row[1] == "State working copy not available"
 
