@@ -100,6 +100,8 @@ class Scale:
     # deep history
     history_commits: int = 10_000
     history_back: int = 9000
+    # LangGraph ReAct agent: turns on one thread
+    react_turns: int = 300
     # branching
     fork_at: int = 100
     branches: int = 20
@@ -119,6 +121,7 @@ QUICK = replace(
     list_length=20_000, list_commits=5,
     history_commits=200, history_back=150,
     fork_at=5, branches=3, branch_steps=4,
+    react_turns=6,
     repeats=2,
 )  # fmt: skip
 

@@ -33,6 +33,7 @@ from benchmarks import (
     git_export,
     growth,
     langgraph_graph,
+    langgraph_react,
     large_state,
     long_list,
     s3_sync,
@@ -59,7 +60,7 @@ DOCS_PATH = ROOT / "docs" / "benchmarks.md"
 WORKLOADS: dict[str, ModuleType] = {
     module.NAME: module
     for module in (agent_run, growth, large_state, wide_map, long_list, deep_history, branching, langgraph_graph,
-                   git_export, s3_sync)
+                   langgraph_react, git_export, s3_sync)
 }
 SCALES = {scale.name: scale for scale in (FULL, QUICK)}
 

@@ -204,6 +204,13 @@ EXPECTED_CHECKS = {
     "branching": ["each of the 3 branches checks out equal", "InMemorySaver: each of 3 threads"],
     "langgraph": ["get_state_history lists 22 checkpoints", "the history is newest first, steps 20 to -1",
                   "the thread's branch holds the graph's channels", "SqliteSaver + DeltaChannel: the latest state"],
+    "langgraph-react": ["SnapvcSaver: the thread's messages are the script's 6 turns",
+                        "SnapvcSaver: get_state_history lists 30 checkpoints",
+                        "SnapvcSaver: each checkpoint in the history holds the messages of its place in the run",
+                        "SnapvcSaver: the thread's branch checks out to the thread's messages",
+                        "InMemorySaver: get_state_history lists 30 checkpoints",
+                        "SqliteSaver: get_state_history lists 30 checkpoints",
+                        "every saver ends the thread with the same messages"],
     "git-export": ["the import rebuilds every commit to its id", "the first export writes 21 commits, the second 10"],
     "s3-sync": ["on S3: fsck is clean", "the second push sends the 10 new commits only", "the clone: fsck is clean"],
 }
@@ -216,7 +223,7 @@ needs_peers = pytest.mark.skipif(not PEERS, reason="the LangGraph checkpointers 
 @pytest.fixture(scope="module")
 def sections() -> dict[str, Section]:
     """Every workload at the quick scale, in this process; peers where they are cheap."""
-    with_peers = {"growth", "branching", "langgraph"} if PEERS else set()
+    with_peers = {"growth", "branching", "langgraph", "langgraph-react"} if PEERS else set()
     return {
         name: suite.run_workload(name, QUICK, peers=name in with_peers, in_process=True)
         for name in suite.WORKLOADS
@@ -309,6 +316,29 @@ def test_langgraph_compares_snapvc_saver_with_sqlite_saver_and_delta_channel(sec
         "SnapvcSaver", "SqliteSaver", "SqliteSaver + DeltaChannel",
         "SnapvcSaver / SqliteSaver", "SnapvcSaver / SqliteSaver + DeltaChannel"]
     assert all("22 checkpoints" in row[5] for row in savers.rows[:3])
+
+
+@needs_peers
+def test_langgraph_react_compares_snapvc_saver_with_in_memory_and_sqlite_savers(sections) -> None:
+    savers = sections["langgraph-react"].tables()[0]
+    assert savers.header[:4] == ["saver", "turn, median of first 3", "turn, median of last 3", "last / first"]
+    assert [row[0] for row in savers.rows] == [
+        "SnapvcSaver", "InMemorySaver", "SqliteSaver", "SnapvcSaver / InMemorySaver", "SnapvcSaver / SqliteSaver"]
+    assert all("30 checkpoints" in row[7] for row in savers.rows[:3])
+    assert all(row[3].endswith("x") for row in savers.rows[:3])
+
+
+def test_react_script_is_deterministic_and_each_turn_its_own() -> None:
+    from benchmarks.langgraph_react import Script, messages_digest
+
+    a, b = Script(4, 5), Script(4, 8)
+    assert messages_digest(a.messages(5)) == messages_digest(b.messages(5))
+    assert messages_digest(a.messages(5)) != messages_digest(Script(5, 5).messages(5))
+    kinds = [type(m).__name__ for m in b.messages(2)]
+    assert kinds == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"] * 2
+    call = b.tool_call(3)
+    assert call.tool_calls[0]["id"] == "call_3" and call.tool_calls[0]["name"] in ("search", "read_file")
+    assert b.tool_result("call_3").id == "tool-3" and 100 <= len(call.content) <= 1500
 
 
 def test_summary_and_page_hold_every_section(sections) -> None:
