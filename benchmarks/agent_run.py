@@ -254,6 +254,9 @@ class Report:
             repeats=REPEATS,
             state_commit_median_s=self.state_commit_median_s,
             state_commit_p99_s=self.state_commit_p99_s,
+            rebuilt_commit_median_s=self.rebuilt_commit_median_s,
+            after_load_commit_s=self.after_load.commit_s if self.after_load else None,
+            after_load_snapshot_s=self.after_load.snapshot_s if self.after_load else None,
         )
 
     def commit_table(self) -> Table | None:

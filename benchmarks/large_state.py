@@ -172,6 +172,7 @@ def _run_snapvc(
     if state_times:
         figures.state_commit_median_s = percentile(state_times, 50)
         figures.state_commit_p99_s = percentile(state_times, 99)
+        figures.after_load_snapshot_s = after_load[3]  # freshly opened
     return LargeStateFigures(nbytes, first_s, dict_times, state_times, figures, checks,
                              *(after_load if state_times else (None, None, None, None)))  # fmt: skip
 

@@ -280,6 +280,13 @@ class StoreFigures:
     # (the summary table shows them; each section has its own table of them)
     state_commit_median_s: float | None = None
     state_commit_p99_s: float | None = None
+    # the same changes with the state rebuilt each step (new containers, same elements)
+    rebuilt_commit_median_s: float | None = None
+    # the first commit after loading the latest state in a new process, as a plain dict
+    # (repo.checkout, then repo.commit) and through the State working copy (repo.state,
+    # then state.snapshot), where a workload measures it
+    after_load_commit_s: float | None = None
+    after_load_snapshot_s: float | None = None
 
     def rows(self) -> list[tuple[str, str]]:
         files = " + ".join(f"{name} {size(n)}" for name, n in self.open_files.items())

@@ -46,6 +46,7 @@ from benchmarks.measure import (
     PartResult,
     Scale,
     Section,
+    StoreFigures,
     Table,
     duration,
     from_json,
@@ -142,18 +143,24 @@ def child_main(workload: str, part: str, scale: str, seed: int, result: Path) ->
 def summary_table(sections: Sequence[Section]) -> Table:
     """snapvc's common figures for every workload, one row each."""
     header = ["workload", "stored (open)", "stored (closed)", "commit median", "commit p99",
-              "State commit median", "State commit p99", "checkout", "one-key read", "log", "peak RSS"]  # fmt: skip
+              "State commit median", "State commit p99", "rebuilt commit median",
+              "after a load: commit / State", "checkout", "one-key read", "log", "peak RSS"]  # fmt: skip
     rows = []
 
     def maybe(seconds: float | None) -> str:
         return "-" if seconds is None else duration(seconds)
 
+    def after_load(f: StoreFigures) -> str:
+        if f.after_load_commit_s is None and f.after_load_snapshot_s is None:
+            return "-"
+        return f"{maybe(f.after_load_commit_s)} / {maybe(f.after_load_snapshot_s)}"
+
     for section in sections:
         for label, f, maxrss in section.summary:
             rows.append([label, size(f.open_bytes), size(f.closed_bytes), duration(f.commit_median_s),
                          duration(f.commit_p99_s), maybe(f.state_commit_median_s), maybe(f.state_commit_p99_s),
-                         duration(f.checkout_s), duration(f.read_s), duration(f.log_s),
-                         size(maxrss) if maxrss else "-"])  # fmt: skip
+                         maybe(f.rebuilt_commit_median_s), after_load(f), duration(f.checkout_s), duration(f.read_s),
+                         duration(f.log_s), size(maxrss) if maxrss else "-"])  # fmt: skip
     return Table(header, rows, "snapvc, every workload")
 
 
@@ -181,7 +188,12 @@ def page(sections: Sequence[Section], env: Mapping[str, str], command: str, scal
             "\"Commit\" is `repo.commit(state)` of a plain dict changed in place; \"State commit\" "
             "is `state.snapshot()` after the same changes made through the `State` working copy "
             "(`repo.state(branch)`, `state.set`, `state.extend`), where a workload measures it. "
-            "Checkout is a full `repo.checkout` of the latest state on the open repository; the "
+            "\"Rebuilt commit\" is `repo.commit(state)` of the same changes made in new containers "
+            "holding the same elements (`{**state, \"messages\": messages + [new], ...}`, as "
+            "LangGraph's reducers and immutable-update loops make them). \"After a load\" is the "
+            "first commit after loading the latest state in a new process: `repo.checkout` then "
+            "`repo.commit`, and `repo.state` then `state.snapshot()` (the large state: a freshly "
+            "opened repository, the State working copy only). Checkout is a full `repo.checkout` of the latest state on the open repository; the "
             "one-key read goes through `repo.snapshot(...)` on a freshly opened repository; log is "
             "`list(repo.log(branch))` again after a first walk.",
             width=88,

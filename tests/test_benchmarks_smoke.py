@@ -347,6 +347,13 @@ def test_summary_and_page_hold_every_section(sections) -> None:
     state_median = summary.header.index("State commit median")
     with_state = {row[0].split(",")[0] for row in summary.rows if row[state_median] != "-"}
     assert with_state == {"agent run", "wide map", "long list"} | ({"large state"} if state_available() else set())
+    rebuilt = summary.header.index("rebuilt commit median")
+    assert {row[0] for row in summary.rows if row[rebuilt] != "-"} == {"agent run, 20 steps"}  # both agent runs
+    assert sum(row[rebuilt] != "-" for row in summary.rows) == 2
+    after_load = summary.header.index("after a load: commit / State")
+    loaded = {row[0].split(",")[0]: row[after_load] for row in summary.rows if row[after_load] != "-"}
+    assert set(loaded) == {"agent run", "large state"}
+    assert "-" not in loaded["agent run"] and loaded["large state"].startswith("- / ")
     text = suite.page(list(sections.values()), environment(), "python -m benchmarks --quick", QUICK)
     assert text.startswith("# Benchmarks")
     for section in sections.values():
