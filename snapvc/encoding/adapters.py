@@ -42,6 +42,11 @@ class TypeAdapter:
     cls: type
     to_fields: Callable[[Any], dict[str, Any]]
     from_fields: Callable[[dict[str, Any]], Any]
+    # The fields are the object's own attributes, read as they are (the adapters made for
+    # dataclasses and pydantic models): what the object holds, compared by identity, tells
+    # whether its fields changed, so the encoder confirms a value unchanged without
+    # calling ``to_fields``. False for your own ``to_fields``, which may compute anything.
+    own_fields: bool = False
 
 
 # Stored beside a pydantic model's fields: which were set (when not all of them), its
@@ -94,7 +99,7 @@ def _stored_adapter(name: str) -> TypeAdapter:
 
 
 def _adapter(name: str, cls: type, to_fields: Callable[[Any], dict[str, Any]],
-             from_fields: Callable[[dict[str, Any]], Any]) -> TypeAdapter:
+             from_fields: Callable[[dict[str, Any]], Any], own_fields: bool = False) -> TypeAdapter:
     """An adapter whose ``from_fields`` names itself when it fails: the stored value was
     read and decoded, so the error is the class's code's, not the data's (which a
     decoder would otherwise report as a corrupt object)."""
@@ -107,7 +112,7 @@ def _adapter(name: str, cls: type, to_fields: Callable[[Any], dict[str, Any]],
         except Exception as exc:
             raise TypeAdapterError(name, cls, exc) from exc
 
-    return TypeAdapter(name, cls, to_fields, rebuild)
+    return TypeAdapter(name, cls, to_fields, rebuild, own_fields)
 
 
 def _type_name(cls: type) -> str:
@@ -128,12 +133,14 @@ def register_type(
     is what is stored (default ``"module:QualName"``): keep it stable once data exists.
     """
     auto = _automatic_adapter(cls)
+    own_fields = False
     if to_fields is None or from_fields is None:
         if auto is None:
             raise InvalidArgumentError("cls", f"{cls!r} is not a dataclass or pydantic model: give to_fields and from_fields")
+        own_fields = to_fields is None and auto.own_fields
         to_fields = to_fields or auto.to_fields
         from_fields = from_fields or auto.from_fields
-    adapter = _adapter(name or _type_name(cls), cls, to_fields, from_fields)
+    adapter = _adapter(name or _type_name(cls), cls, to_fields, from_fields, own_fields)
     with _lock:
         _by_type[cls] = adapter
         _by_name[adapter.name] = adapter
@@ -157,7 +164,7 @@ def _automatic_adapter(cls: type) -> TypeAdapter | None:
                 object.__setattr__(obj, n, v)
             return obj
 
-        return _adapter(_type_name(cls), cls, dc_to, dc_from)
+        return _adapter(_type_name(cls), cls, dc_to, dc_from, _plain_attributes(cls, names))
     if _is_pydantic_model(cls):
         names = tuple(cls.model_fields)  # type: ignore[attr-defined]
 
@@ -183,8 +190,24 @@ def _automatic_adapter(cls: type) -> TypeAdapter | None:
                 object.__setattr__(obj, "__pydantic_private__", {**(obj.__pydantic_private__ or {}), **private})
             return obj
 
-        return _adapter(_type_name(cls), cls, pd_to, pd_from)
+        return _adapter(_type_name(cls), cls, pd_to, pd_from, _plain_attributes(cls, names))
     return None
+
+
+def _plain_attributes(cls: type, names: tuple[str, ...]) -> bool:
+    """Whether reading each field of ``cls``'s instances gives what the instance itself
+    holds: no class attribute along the MRO is a descriptor that computes it (a
+    property, say), other than the slot descriptors of a class with slots."""
+    for name in names:
+        for klass in cls.__mro__:
+            found = klass.__dict__.get(name)
+            if found is not None and (hasattr(type(found), "__get__") and not _is_slot(found)):
+                return False
+    return True
+
+
+def _is_slot(attribute: Any) -> bool:
+    return type(attribute).__name__ == "member_descriptor"
 
 
 def adapter_for_value(value: Any) -> TypeAdapter | None:

@@ -94,32 +94,62 @@ _runs = count(1)
 class _Deep:
     """A flat snapshot of every mutable container below a container: which objects each
     held, by identity. Checking it is a few C-speed passes, so a list of a thousand
-    message dicts is confirmed unchanged without visiting each in Python."""
+    message dicts is confirmed unchanged without visiting each in Python.
 
-    __slots__ = ("dicts", "dlens", "keys", "vals", "seqs", "slens", "items")
+    Typed values whose fields are their own attributes (dataclasses, pydantic models:
+    ``TypeAdapter.own_fields``) are recorded too, as the objects they hold (their
+    ``__dict__``, slots and class), with the contents of that ``__dict__`` and of the
+    sets and dicts in their slots (a pydantic model's fields set, extra and private)."""
+
+    __slots__ = ("dicts", "dlens", "keys", "vals", "seqs", "slens", "items", "objs", "olens", "orefs")
 
     def __init__(self) -> None:
         self.dicts: list[dict[str, Any]] = []
         self.dlens: list[int] = []
         self.keys: list[Any] = []
         self.vals: list[Any] = []
-        self.seqs: list[Any] = []
+        self.seqs: list[Any] = []  # lists, tuples, and the sets typed values hold
         self.slens: list[int] = []
         self.items: list[Any] = []
+        self.objs: list[Any] = []  # typed values
+        self.olens: list[int] = []
+        self.orefs: list[Any] = []
 
     def add(self, child: Any, below: _Deep) -> None:
-        """Record ``child`` (a dict, list or tuple) and everything below it."""
-        if type(child) is dict:
-            self.dicts.append(child)
-            self.dlens.append(len(child))
-            self.keys.extend(child)
-            self.vals.extend(get_referents(child))
-        else:
-            self.seqs.append(child)
-            self.slens.append(len(child))
-            self.items.extend(get_referents(child))
-        if below.dicts or below.seqs:
+        """Record ``child`` (a dict, list or tuple, or a typed value whose own snapshot,
+        ``below``, records it) and everything below it."""
+        t = type(child)
+        if t is dict:
+            self._add_dict(child)
+        elif t is list or t is tuple:
+            self._add_seq(child)
+        if below.dicts or below.seqs or below.objs:
             self.add_all(below)
+
+    def _add_dict(self, d: dict[Any, Any]) -> None:
+        self.dicts.append(d)
+        self.dlens.append(len(d))
+        self.keys.extend(d)
+        self.vals.extend(get_referents(d))
+
+    def _add_seq(self, s: Any) -> None:
+        self.seqs.append(s)
+        self.slens.append(len(s))
+        self.items.extend(get_referents(s))
+
+    def add_object(self, obj: Any) -> None:
+        """Record a typed value whose fields are its own attributes (see the class notes)."""
+        getattr(obj, "__dict__", None)  # an instance dict made now is checked key by key from here on
+        refs = get_referents(obj)
+        self.objs.append(obj)
+        self.olens.append(len(refs))
+        self.orefs.extend(refs)
+        for held in refs:
+            t = type(held)
+            if t is dict:
+                self._add_dict(held)
+            elif t is set or t is frozenset:
+                self._add_seq(held)
 
     def add_all(self, other: _Deep) -> None:
         self.dicts += other.dicts
@@ -129,27 +159,35 @@ class _Deep:
         self.seqs += other.seqs
         self.slens += other.slens
         self.items += other.items
+        if other.objs:
+            self.objs += other.objs
+            self.olens += other.olens
+            self.orefs += other.orefs
 
-    def sizes(self) -> tuple[int, int, int, int]:
-        return len(self.dicts), len(self.keys), len(self.seqs), len(self.items)
+    def sizes(self) -> tuple[int, ...]:
+        return len(self.dicts), len(self.keys), len(self.seqs), len(self.items), len(self.objs), len(self.orefs)
 
-    def truncate(self, sizes: tuple[int, int, int, int]) -> None:
-        nd, nk, ns, ni = sizes
+    def truncate(self, sizes: tuple[int, ...]) -> None:
+        nd, nk, ns, ni, no, nr = sizes
         del self.dicts[nd:], self.dlens[nd:], self.keys[nk:], self.vals[nk:]
         del self.seqs[ns:], self.slens[ns:], self.items[ni:]
+        del self.objs[no:], self.olens[no:], self.orefs[nr:]
 
     def same(self) -> bool:
         """True if every recorded container still holds exactly the recorded objects.
 
-        ``gc.get_referents`` lists what containers hold (a dict's values, a list's items)
-        in one C call; identity is then checked element by element. Keys are str
-        (anything else fails to encode), and str equality is exact."""
+        ``gc.get_referents`` lists what containers hold (a dict's values, a list's items,
+        a typed value's attributes) in one C call; identity is then checked element by
+        element. Keys are str (anything else fails to encode), and str equality is exact."""
         return (
             list(map(len, self.seqs)) == self.slens
             and list(map(len, self.dicts)) == self.dlens
             and all(map(is_, get_referents(*self.seqs), self.items))
             and list(chain.from_iterable(self.dicts)) == self.keys
             and all(map(is_, get_referents(*self.dicts), self.vals))
+            and (not self.objs or (
+                list(map(len, map(get_referents, self.objs))) == self.olens
+                and all(map(is_, get_referents(*self.objs), self.orefs))))
         )
 
 
@@ -196,6 +234,10 @@ class EncodeCache:
         # path in the state -> (start offsets, references) of a long string's chunks
         self.old_chunks: dict[tuple[Any, ...], tuple[list[int], list[bytes]]] = {}
         self.new_chunks: dict[tuple[Any, ...], tuple[list[int], list[bytes]]] = {}
+        # path in the state -> the entry of the large container last encoded there: a new
+        # container at the same path (a state rebuilt each step) takes it over (``Encoder._adopt``)
+        self.old_at: dict[tuple[Any, ...], _Entry] = {}
+        self.new_at: dict[tuple[Any, ...], _Entry] = {}
 
     def get(self, obj: Any) -> Any:
         key = id(obj)
@@ -211,6 +253,24 @@ class EncodeCache:
 
     def put(self, obj: Any, entry: Any) -> None:
         self.new[id(obj)] = entry
+
+    def move(self, entry: _Entry, obj: Any) -> None:
+        """Make ``entry`` describe ``obj`` from now on, no longer the object it held (undone
+        if the commit fails)."""
+        before = entry.obj
+        key = id(before)
+        owned = [d for d in (self.old, self.new) if d.get(key) is entry]
+        for d in owned:
+            del d[key]
+        entry.obj = obj
+        self.new[id(obj)] = entry
+
+        def undo() -> None:
+            entry.obj = before
+            for d in owned:
+                d[key] = entry
+
+        self._undo.append(undo)
 
     def keep(self, objs: list[Any]) -> None:
         """Keep the entries of ``objs`` (reused through their parent's entries, unchanged)
@@ -232,6 +292,15 @@ class EncodeCache:
 
     def put_path(self, path: tuple[Any, ...], enc: bytes, tree: list[Level] | None, kind: int, tag: Any) -> None:
         self.new_paths[path] = (tree, enc, kind, tag)
+
+    def entry_at(self, path: tuple[Any, ...]) -> _Entry | None:
+        """The entry of the large container encoded at ``path`` most recently, if any (its
+        container may since have been replaced there, or changed: callers check)."""
+        found = self.new_at.get(path)
+        return found if found is not None else self.old_at.get(path)
+
+    def put_at(self, path: tuple[Any, ...], entry: _Entry) -> None:
+        self.new_at[path] = entry
 
     def chunks_at(self, path: tuple[Any, ...]) -> tuple[list[int], list[bytes]]:
         """(start offsets, references) of the chunks of the long string stored at ``path``
@@ -258,6 +327,10 @@ class EncodeCache:
             self.old_chunks = {}
         self.old_chunks.update(self.new_chunks)
         self.new_chunks = {}
+        if len(self.old_at) + len(self.new_at) > _MAX_ADOPTABLE:
+            self.old_at = {}
+        self.old_at.update(self.new_at)
+        self.new_at = {}
         self._undo.clear()
 
     def discard(self) -> None:
@@ -267,6 +340,7 @@ class EncodeCache:
         self.new = {}
         self.new_paths = {}
         self.new_chunks = {}
+        self.new_at = {}
 
 
 def _map_leaf_hs(entry: tuple[bytes, bytes]) -> tuple[int, int]:
@@ -487,7 +561,14 @@ class Encoder:
             return True
         if e.deep is not None:
             return e.deep.same()
-        return all(self._child_same(key, child, enc) for key, child, enc in e.kids)
+        # Kid by kid: only those the container still holds matter (one it no longer holds,
+        # replaced in a rebuilt container, is encoded as the new value it is).
+        if type(current) is dict:
+            return all(self._child_same(key, child, enc) for key, child, enc in e.kids
+                       if current.get(key, _MISSING) is child)
+        n = len(current) if current is not None else 0
+        return all(self._child_same(key, child, enc) for key, child, enc in e.kids
+                   if key < n and current[key] is child)
 
     def _child_same(self, key: Any, child: Any, enc: bytes) -> bool:
         """Whether ``child``, at ``key`` below the current path, still encodes to ``enc``
@@ -505,8 +586,6 @@ class Encoder:
         belows = []
         total = 0
         for key, child, _ in kids:
-            if type(child) not in _MUTABLE_CONTAINERS:
-                return None  # a typed value: confirmed through its own entry instead
             entry = get(child)
             if entry is None:
                 # Reused through its parent's snapshot, its own entry has since been
@@ -515,11 +594,11 @@ class Encoder:
                 self._encode(child)
                 self._path.pop()
                 entry = get(child)
-            below = entry.deep
+            below = entry.deep if entry is not None else None
             if below is None:
-                return None
+                return None  # e.g. a typed value of an adapter of your own: confirmed through its entry
             belows.append((child, below))
-            total += len(below.dicts) + len(below.seqs)
+            total += len(below.dicts) + len(below.seqs) + len(below.objs)
         if len(kids) <= _FEW_KIDS and total > _LARGE_SNAPSHOT:
             return None
         deep = _Deep()
@@ -534,7 +613,29 @@ class Encoder:
         entry.deep = self._deep_of(kids) if deep is True else deep  # type: ignore[assignment]
         entry.gen = self._gen
         self.cache.put(owner, entry)
+        if len(entries) >= _ADOPT_MIN and type(owner) in _MUTABLE_CONTAINERS:
+            self.cache.put_at(tuple(self._path), entry)
         return entry
+
+    def _adopt(self, obj: Any) -> _Entry | None:
+        """The entry of the container encoded at this path last time, taken over by
+        ``obj``, a container of the same type met here for the first time: a state
+        rebuilt at every step (``{**state, "messages": messages + [new]}``, a dict copied
+        then changed) holds new containers of mostly the same elements, whose encodings
+        the taken-over entry still has. Nothing is trusted: the callers check its recorded
+        elements against ``obj``'s by identity, and what is below them by its snapshot,
+        exactly as for a container met again.
+
+        The entry then describes ``obj`` (and is changed in place as ``obj``'s own would
+        be); the container it described is, if met again, encoded anew. Undone if the
+        commit fails. None if there is none, or if it is in use in this encoding."""
+        if len(obj) < _ADOPT_MIN:
+            return None
+        e = self.cache.entry_at(tuple(self._path))
+        if e is None or e.gen == self._gen or type(e.obj) is not type(obj):
+            return None
+        self.cache.move(e, obj)
+        return e
 
     # -- dicts --------------------------------------------------------------------------
 
@@ -547,6 +648,8 @@ class Encoder:
             return e.enc  # already encoded in this run (checked, or met twice)
         below_same = False
         hint: Any = None if self._dirty is None else self._hint()
+        if e is None and owner is d and (hint is None or hint is _DIRTY):
+            e = self._adopt(d)
         if e is not None:
             if hint is _CLEAN and (not force_node or e.enc.startswith(REF_PREFIX)):
                 e.gen = self._gen
@@ -733,13 +836,37 @@ class Encoder:
         return self._build_node(MAP, tag, entries, _map_leaf_hs, _first_key, e, changed)
 
     def _encode_typed(self, v: Any, adapter: Any) -> bytes:
+        own = adapter.own_fields
+        if own:
+            # Confirmed unchanged by its snapshot (what it holds, by identity), without
+            # building its fields: a list of models costs what a list of dicts does.
+            e = self.cache.get(v)
+            if e is not None and e.deep is not None and (e.gen == self._gen or e.deep.same()):
+                e.gen = self._gen
+                return e.enc
         try:
             fields = adapter.to_fields(v)
         except Exception as exc:  # an adapter's own failure, reported where it happened
             raise self._fail(f"adapter for {adapter.name!r} failed: {exc}") from exc
         if type(fields) is not dict:
             raise self._fail(f"adapter for {adapter.name!r} returned {type(fields).__name__}, not a dict")
-        return self._encode_dict(fields, tag=adapter.name, owner=v)
+        enc = self._encode_dict(fields, tag=adapter.name, owner=v)
+        if own:
+            e = self.cache.get(v)
+            if e is not None and e.deep is None and e.enc == enc:
+                e.deep = self._typed_deep(v, e.kids)
+        return enc
+
+    def _typed_deep(self, v: Any, kids: list[tuple[Any, Any, bytes]]) -> _Deep | None:
+        """The snapshot of a typed value whose fields are its own attributes: the value
+        itself and everything below its fields (None where something below has none)."""
+        below = self._deep_of(kids)
+        if below is None:
+            return None
+        deep = _Deep()
+        deep.add_object(v)
+        deep.add_all(below)
+        return deep
 
     # -- lists and tuples ---------------------------------------------------------------
 
@@ -751,6 +878,8 @@ class Encoder:
             return e.enc
         below_same = False
         hint: Any = None if self._dirty is None else self._hint()
+        if e is None and (hint is None or hint is _DIRTY):
+            e = self._adopt(s)
         if e is not None:
             if hint is _CLEAN:
                 e.gen = self._gen
@@ -893,14 +1022,17 @@ class Encoder:
         while True:
             old = old_tree[level] if old_tree is not None and level < len(old_tree) else None
             plan = plan_level(entries, hs, first, old, LEAF_TARGET_BYTES if level == 0 else TARGET_NODE_BYTES,
-                              changed, prefix if level == 0 else None)
+                              changed, prefix)
             grown = old is None and level == 0 and old_ref is not None  # a single node that grew into a tree
-            nodes: list[NodeRec] = []
+            # The leading nodes reused where they were (all but the last few, for an append)
+            # are taken in one C-speed pass: the work on a level follows its new nodes.
+            lead = _same_prefix(plan, old.nodes) if old is not None else 0
+            nodes: list[NodeRec] = plan[:lead]  # type: ignore[assignment]
             rebuilt: list[int] = []  # positions of the new nodes: the changed entries of the level above
             # ... provided every reused node kept its position (a split here and a merge
             # there can leave the count the same and the nodes between them shifted).
             aligned = old is not None
-            for item in plan:
+            for item in plan[lead:] if lead else plan:
                 if type(item) is NodeRec:
                     if aligned and not (len(nodes) < len(old.nodes) and old.nodes[len(nodes)] is item):  # type: ignore[union-attr]
                         aligned = False
@@ -929,10 +1061,19 @@ class Encoder:
                 return nodes[0].ref, levels
             if changed is not None:
                 changed = rebuilt if aligned and old is not None and len(nodes) == len(old.nodes) else None
+            # The entries of the level above: those of the leading reused nodes are the old
+            # level's own (it was built from the same nodes), known equal to them.
+            above = old_tree[level + 1] if lead and old_tree is not None and level + 1 < len(old_tree) else None
+            if above is None:
+                lead = 0
+            start = nodes[lead:] if lead else nodes
             if kind == MAP:
-                entries = [(nd.first, nd.ref, nd.total) for nd in nodes]
+                entries = [(nd.first, nd.ref, nd.total) for nd in start]
             else:
-                entries = [(nd.ref, nd.total) for nd in nodes]
+                entries = [(nd.ref, nd.total) for nd in start]
+            if lead:
+                entries[:0] = above.entries[:lead]  # type: ignore[union-attr]
+            prefix = lead if lead else None
             hs = _inner_hs
             first = _first_key if kind == MAP else _identity
             level += 1
@@ -943,7 +1084,13 @@ _FEW_KIDS = 16
 # A dict is re-encoded entry by entry (not by its changes alone) once more than 1/_FEW_CHANGES of it changed.
 _FEW_CHANGES = 8
 _NO_CHUNKS: tuple[list[int], list[bytes]] = ([], [])
+_MISSING: Final = object()
 _MAX_PATHS = 100_000
+# Containers of at least this many entries are remembered by path, for a new container at
+# the same path to take over (``Encoder._adopt``); smaller ones cost little to encode anew.
+_ADOPT_MIN = 16
+# At most this many paths are remembered so (each entry keeps its container alive).
+_MAX_ADOPTABLE = 10_000
 
 
 # Markers of the dirty-path trie (see ``Encoder.encode_root``).
@@ -966,6 +1113,12 @@ def _path_trie(paths: Iterable[tuple[Any, ...]]) -> Any:
         else:
             node[path[-1]] = _DIRTY
     return root
+
+
+def _same_prefix(plan: list[Any], nodes: list[NodeRec]) -> int:
+    """How many leading items of ``plan`` are the very nodes of ``nodes`` at the same
+    places (compared by identity, in C)."""
+    return next(compress(count(), map(is_not, plan, nodes)), min(len(plan), len(nodes)))
 
 
 def _node_at(nodes: list[NodeRec], start: int) -> bytes | None:
