@@ -71,15 +71,19 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 import snapvc
+from snapvc.encoding.jsonable import SCALAR_TYPES
 from snapvc.errors import InvalidArgumentError, RefConflictError, UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.integrations.langgraph.values import (
     MISSING,
     Reader,
+    Watch,
     decode,
     from_stored,
     is_serialized,
     path_steps,
+    storable_type,
+    stored_elements,
     to_stored,
     wrap,
 )
@@ -112,12 +116,21 @@ class _Lines:
 
 @dataclass
 class _Given:
-    """What a channel held when it last went into a working copy."""
+    """What a channel held when it last went into a working copy (or was handed out from it)."""
 
-    value: Any  # the object LangGraph gave
+    value: Any  # the object LangGraph gave (or the saver handed out)
     version: Any  # its channel version then
     elements: tuple[Any, ...] | None = None  # for a list: its elements (an add reducer's next list starts with them)
-    held: list[Any] | None = None  # for a list of plain elements: the list the working copy holds, the saver's own
+    watch: Watch | None = None  # for a list: what its elements held, to see a change made in place
+
+
+@dataclass
+class _HandedOut:
+    """The values ``get_tuple`` returned for a branch's tip: the next put on that tip
+    recognises them (``_commit_working``)."""
+
+    base: ObjectId  # the commit they were read from
+    given: dict[str, _Given]
 
 
 @dataclass
@@ -174,6 +187,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         self._lines_cache: dict[str, _Lines] = {}
         self._write_states: dict[str, State] = {}
         self._working: dict[str, _Working] = {}
+        self._handed: dict[str, _HandedOut] = {}
         self._wrapped: dict[tuple[str, str], type] = {}  # (branch, channel) -> the type last serialized
         self._executor: ThreadPoolExecutor | None = None
 
@@ -225,7 +239,11 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             if commit is None:
                 return None
             reader = Reader(self.repo.loader)
-            return self._tuple(reader, thread_id, namespace, commit, self._writes_tree(branch))
+            stored: dict[str, Any] = {}
+            found = self._tuple(reader, thread_id, namespace, commit, self._writes_tree(branch), stored)
+            if commit.id == self.repo.refs.get(HEADS + branch):
+                self._hand_out(branch, commit, found.checkpoint["channel_values"], stored)
+            return found
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
@@ -312,7 +330,12 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 replaced: dict[int, list[Any]] = {}
                 for i, (channel, value) in enumerate(writes):
                     idx = WRITES_IDX_MAP.get(channel, i)
-                    entry = [task_id, channel, to_stored(value), task_path, idx]
+                    if storable_type(value):
+                        kept = to_stored(value)
+                    else:
+                        kept = self._serialize(value, f"thread {thread_id!r}, checkpoint {checkpoint_id}: the write "
+                                                      f"to {channel!r} of task {task_id}")
+                    entry = [task_id, channel, kept, task_path, idx]
                     if (task_id, idx) not in at:
                         at[(task_id, idx)] = len(stored) + len(new)
                         new.append(entry)
@@ -510,6 +533,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         if branch.endswith(WRITES):
             self._write_states.pop(branch.removesuffix(WRITES), None)
         self._working.pop(branch, None)
+        self._handed.pop(branch, None)
         self._lines_cache.pop(branch, None)
 
     # -- internals: writing checkpoints -------------------------------------------------
@@ -603,18 +627,21 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         holding the same object at the same version as last time is skipped; any other
         is stored again, also when it is the same object (an ``operator.iadd`` reducer, a
         ``Topic`` or a join's barrier change their value in place). A list that starts
-        with the elements it held last time has only the rest appended. A list of plain
-        elements is held in a list of the saver's own that holds those elements
-        themselves, which the snapshot checks as a plain commit does, so an element
-        changed in place is seen too; LangChain messages are stored as marked dicts
-        (``values.to_stored``), copies, so a message changed in place (rather than
-        replaced, as LangGraph's reducers do) is not."""
+        with the elements it held last time, none of them changed in place since (a
+        ``values.Watch`` of them says so in C-speed passes), has only the rest appended;
+        the working copy holds copies of the stored elements (messages as marked dicts,
+        ``values.to_stored``). "Last time" is the last put, or the values ``get_tuple``
+        handed out for the working copy's commit (``_hand_out``): each ``invoke``
+        begins with a ``get_tuple`` whose fresh objects its first put gets back."""
         versions = meta[KEY].get("channel_versions") or {}
         work = self._working.get(branch)
         if work is None or work.state.base != self.repo.refs.get(HEADS + branch):
             work = _Working(self.repo.state(branch))
         _keep_recent(self._working, branch, work)
         state, given = work.state, work.given
+        handed = self._handed.pop(branch, None)
+        if handed is not None and handed.base == state.base:  # read from what the working copy holds
+            given.update(handed.given)
         try:
             for channel in [k for k in state if k not in values]:
                 state.delete((channel,))
@@ -648,26 +675,38 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             state.set((channel,), to_stored(value))
             return _Given(value, version)
         elements = tuple(value)
-        if (before is not None and before.elements is not None and len(elements) >= len(before.elements)
-                and all(map(operator.is_, before.elements, elements))):  # grown: only the tail is new
+        if (before is not None and before.watch is not None and before.elements is not None
+                and len(elements) >= len(before.elements) and all(map(operator.is_, before.elements, elements))
+                and before.watch.same()):  # grown, and none of the old elements changed in place
             tail = elements[len(before.elements):]
-            stored_tail = to_stored(tail)  # the tail itself if it holds no message
-            if before.held is None:
-                state.extend((channel,), stored_tail)
-                return _Given(value, version, elements)
-            if stored_tail is tail:
-                before.held.extend(tail)  # checked, with what it held, at the snapshot
-                state.set((channel,), before.held)
-                return _Given(value, version, elements, before.held)
-        stored = to_stored(value)
-        if stored is value:  # plain elements: held themselves, in a list of the saver's own
-            held = list(elements)
-            state.set((channel,), held)
-            return _Given(value, version, elements, held)
-        if channel in state:  # copied in, so nothing stays watched
+            if before.watch.add(tail):
+                state.extend((channel,), stored_elements(tail))  # copies: the working copy holds its own
+                return _Given(value, version, elements, before.watch)
+        if channel in state:
             state.delete((channel,))
-        state.extend((channel,), stored)
-        return _Given(value, version, elements)
+        state.extend((channel,), stored_elements(elements))
+        watch = Watch()
+        return _Given(value, version, elements, watch if watch.add(elements) else None)
+
+    def _hand_out(self, branch: str, commit: Commit, values: dict[str, Any], stored: dict[str, Any]) -> None:
+        """Remember the values ``get_tuple`` returned for the branch's tip, ``commit``, so
+        that the next put on it recognises the lists it gets back, grown by an add reducer,
+        and stores only their new elements. Recorded: a list channel stored as a list (the
+        working copy holds it as stored), with what its elements hold (``Watch``: an
+        element changed in place before that put is stored again), and a scalar channel."""
+        versions = commit.metadata[KEY].get("channel_versions") or {}
+        given: dict[str, _Given] = {}
+        for channel, value in values.items():
+            version = versions.get(channel)
+            if version is None or stored.get(channel) is not value:  # a serialized value, unwrapped
+                continue
+            if type(value) is list:
+                watch = Watch()
+                if watch.add(value):
+                    given[channel] = _Given(value, version, tuple(value), watch)
+            elif type(value) in SCALAR_TYPES:
+                given[channel] = _Given(value, version)
+        _keep_recent(self._handed, branch, _HandedOut(commit.id, given))
 
     def _unstorable(self, branch: str, values: dict[str, Any], error: UnsupportedValueError, where: str) -> str:
         """The channel an ``UnsupportedValueError`` names, remembered as one to serialize;
@@ -807,12 +846,17 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
     # -- internals: reading ---------------------------------------------------------------
 
     def _tuple(self, reader: Reader, thread_id: str, namespace: str, commit: Commit,
-               writes_tree: ObjectId | None) -> CheckpointTuple:
+               writes_tree: ObjectId | None, stored: dict[str, Any] | None = None) -> CheckpointTuple:
+        """The checkpoint tuple of ``commit``; ``stored``, if given, gets the channel
+        values as stored (a serialized one not yet unwrapped)."""
         meta = orjson.loads(commit.metadata_json)
         section = meta.pop(KEY)
         checkpoint_id = section.pop("id")
         serde = self.serde
-        values = {k: decode(v, serde) for k, v in reader.root(commit.tree).items()}
+        root = reader.root(commit.tree)
+        if stored is not None:
+            stored.update(root)
+        values = {k: decode(v, serde) for k, v in root.items()}
         checkpoint: Any = {"v": section.pop("v", 1), "id": checkpoint_id, "ts": section.pop("ts", ""),
                            "channel_values": values, **section}
         pending: list[tuple[str, str, Any]] = []
