@@ -324,7 +324,9 @@ def test_langgraph_react_compares_snapvc_saver_with_in_memory_and_sqlite_savers(
     assert savers.header[:4] == ["saver", "turn, median of first 3", "turn, median of last 3", "last / first"]
     assert [row[0] for row in savers.rows] == [
         "SnapvcSaver", "InMemorySaver", "SqliteSaver", "SnapvcSaver / InMemorySaver", "SnapvcSaver / SqliteSaver"]
-    assert all("30 checkpoints" in row[7] for row in savers.rows[:3])
+    assert savers.header[6:9] == ["saver.list, first item (median of 2)", "get_state_history, first item",
+                                  "get_state_history, all"]
+    assert all("30 checkpoints" in row[8] for row in savers.rows[:3])
     assert all(row[3].endswith("x") for row in savers.rows[:3])
 
 
