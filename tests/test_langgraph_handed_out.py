@@ -1,0 +1,271 @@
+"""SnapvcSaver recognises the values it handed out: each ``invoke`` begins with a
+``get_tuple`` whose fresh objects come back to the next put, grown by a reducer, and
+that put appends only the new elements. What is stored stays exactly what LangGraph
+holds: a message changed in place (before or after a ``get_tuple``) or replaced is
+stored, and a branch another writer moved is never extended with values read before.
+
+Each graph runs on InMemorySaver and on SnapvcSaver with ``durability="sync"`` (see
+``test_langgraph_stale_state``); the SnapvcSaver side is read back by a saver opened
+again on the file, so what is compared is what was stored."""
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+
+from snapvc.integrations.langgraph import SnapvcSaver
+from snapvc.integrations.langgraph.values import Watch
+
+CONFIG = {"configurable": {"thread_id": "t"}}
+
+
+class Chat(TypedDict):
+    messages: Annotated[list, add_messages]
+
+
+def _react(saver: BaseCheckpointSaver, edit: Callable[[list[Any], int], None] | None = None) -> Any:
+    """A ReAct turn as ``create_react_agent`` makes it, with ids fixed so that two runs
+    are equal: the model asks for a tool, the tool answers, the model answers.
+    ``edit(messages, turn)``, if given, runs in the model node first (a node changing
+    the state it was given in place)."""
+
+    def model(state: Chat) -> dict[str, Any]:
+        messages = state["messages"]
+        turn = sum(isinstance(m, HumanMessage) for m in messages)
+        if edit is not None and not isinstance(messages[-1], ToolMessage):
+            edit(messages, turn)
+        if isinstance(messages[-1], ToolMessage):
+            return {"messages": [AIMessage(f"answer {turn}", id=f"answer-{turn}")]}
+        call = {"name": "search", "args": {"query": f"q{turn}", "options": {"top": turn}}, "id": f"call-{turn}"}
+        return {"messages": [AIMessage(f"thinking {turn}", tool_calls=[call], id=f"ask-{turn}")]}
+
+    def tools(state: Chat) -> dict[str, Any]:
+        call = state["messages"][-1].tool_calls[0]
+        return {"messages": [ToolMessage(f"found {call['args']['query']}", tool_call_id=call["id"],
+                                         id=f"tool-{call['id']}")]}
+
+    def route(state: Chat) -> str:
+        return "tools" if state["messages"][-1].tool_calls else END
+
+    builder = StateGraph(Chat)
+    builder.add_node("model", model)
+    builder.add_node("tools", tools)
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", route, ["tools", END])
+    builder.add_edge("tools", "model")
+    return builder.compile(checkpointer=saver)
+
+
+def _turn(graph: Any, turn: int) -> None:
+    graph.invoke({"messages": [HumanMessage(f"question {turn}", id=f"human-{turn}")]}, CONFIG, durability="sync")
+
+
+def _history(graph: Any) -> list[tuple[int, Any, tuple[str, ...]]]:
+    return [(s.metadata["step"], s.values, s.next) for s in graph.get_state_history(CONFIG)]
+
+
+def _stored(path: Path, build: Callable[[BaseCheckpointSaver], Any]) -> list[tuple[int, Any, tuple[str, ...]]]:
+    with SnapvcSaver(path) as reopened:
+        return _history(build(reopened))
+
+
+def _in_memory(build: Callable[[BaseCheckpointSaver], Any], turns: int) -> list[tuple[int, Any, tuple[str, ...]]]:
+    graph = build(InMemorySaver())
+    for turn in range(turns):
+        _turn(graph, turn)
+    return _history(graph)
+
+
+def test_turns_on_one_saver_and_after_reloads_store_what_in_memory_saver_holds(tmp_path: Path) -> None:
+    expected = _in_memory(_react, 5)
+    one = tmp_path / "one.snapvc"
+    with SnapvcSaver(one) as saver:  # each invoke's get_tuple hands out the history again
+        graph = _react(saver)
+        for turn in range(5):
+            _turn(graph, turn)
+    reloaded = tmp_path / "reloaded.snapvc"
+    for turn in range(5):  # a new saver for every turn, as a new process would be
+        with SnapvcSaver(reloaded) as saver:
+            _turn(_react(saver), turn)
+    assert _stored(one, _react) == expected
+    assert _stored(reloaded, _react) == expected
+    assert len(expected[0][1]["messages"]) == 20
+
+
+def _edit_first(messages: list[Any], turn: int) -> None:
+    """Change old messages in place: a field set, a nested dict changed."""
+    if turn >= 2:
+        messages[0].content = f"question 0, edited in turn {turn}"
+        messages[1].tool_calls[0]["args"]["options"]["top"] = 100 + turn
+
+
+def test_a_message_changed_in_place_is_stored(tmp_path: Path) -> None:
+    def build(saver: BaseCheckpointSaver) -> Any:
+        return _react(saver, _edit_first)
+
+    expected = _in_memory(build, 4)
+    path = tmp_path / "edit.snapvc"
+    with SnapvcSaver(path) as saver:
+        graph = build(saver)
+        for turn in range(4):
+            _turn(graph, turn)
+    stored = _stored(path, build)
+    assert stored == expected
+    latest = stored[0][1]["messages"]
+    assert latest[0].content == "question 0, edited in turn 4"
+    assert latest[1].tool_calls[0]["args"]["options"]["top"] == 104
+
+
+def _replacing(saver: BaseCheckpointSaver) -> Any:
+    """Each turn first replaces the first question, as LangGraph's reducer does it: a new
+    message object with the id of the old one, at its place in a new list."""
+
+    def replace(state: Chat) -> dict[str, Any]:
+        turn = sum(isinstance(m, HumanMessage) for m in state["messages"])
+        return {"messages": [HumanMessage(f"question 0, replaced in turn {turn}", id="human-0")]}
+
+    def answer(state: Chat) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(f"answer {n}", id=f"answer-{n}")]}
+
+    builder = StateGraph(Chat)
+    builder.add_node("replace", replace)
+    builder.add_node("answer", answer)
+    builder.add_edge(START, "replace")
+    builder.add_edge("replace", "answer")
+    builder.add_edge("answer", END)
+    return builder.compile(checkpointer=saver)
+
+
+def test_a_message_replaced_after_a_get_tuple_is_stored(tmp_path: Path) -> None:
+    expected = _in_memory(_replacing, 3)
+    path = tmp_path / "replace.snapvc"
+    with SnapvcSaver(path) as saver:
+        graph = _replacing(saver)
+        for turn in range(3):
+            _turn(graph, turn)
+    stored = _stored(path, _replacing)
+    assert stored == expected
+    assert stored[0][1]["messages"][0].content == "question 0, replaced in turn 3"
+
+
+# --- another writer between the get_tuple and the put ------------------------------------
+
+
+def _child(parent: Any, messages: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(checkpoint, new versions) of a checkpoint after ``parent`` whose messages are
+    ``messages``, at the next version, as LangGraph makes one."""
+    checkpoint = parent.checkpoint
+    version = checkpoint["channel_versions"]["messages"] + 1
+    child = {**checkpoint, "id": str(uuid6(clock_seq=-2)), "channel_values": {"messages": messages},
+             "channel_versions": {**checkpoint["channel_versions"], "messages": version}}
+    return child, {"messages": version}
+
+
+def _put(saver: SnapvcSaver, parent_config: Any, checkpoint: dict[str, Any], versions: dict[str, Any],
+         step: int) -> Any:
+    return saver.put(parent_config, checkpoint, {"source": "loop", "step": step, "parents": {}}, versions)
+
+
+def _two_turns(path: Path) -> None:
+    with SnapvcSaver(path) as saver:
+        graph = _react(saver)
+        for turn in range(2):
+            _turn(graph, turn)
+
+
+def test_a_branch_moved_by_another_writer_is_not_extended_with_what_was_read_before(tmp_path: Path) -> None:
+    path = tmp_path / "moved.snapvc"
+    _two_turns(path)
+    with SnapvcSaver(path) as mine, SnapvcSaver(path) as other:
+        read = mine.get_tuple(CONFIG)
+        handed = read.checkpoint["channel_values"]["messages"]
+        # Another writer commits a checkpoint whose history is different ...
+        theirs = other.get_tuple(CONFIG)
+        rewritten = [HumanMessage("a different history", id="other-0")]
+        checkpoint, versions = _child(theirs, rewritten)
+        their_config = _put(other, theirs.config, checkpoint, versions, 100)
+        # ... and a put on it brings the list read before theirs, grown.
+        grown = [*handed, AIMessage("one more", id="more")]
+        checkpoint, versions = _child(read, grown)
+        mine_config = _put(mine, their_config, checkpoint, versions, 101)
+        assert mine.get_tuple(mine_config).checkpoint["channel_values"]["messages"] == grown
+    with SnapvcSaver(path) as reopened:
+        assert reopened.get_tuple(mine_config).checkpoint["channel_values"]["messages"] == grown
+        assert reopened.get_tuple(their_config).checkpoint["channel_values"]["messages"] == rewritten
+
+
+def test_a_put_after_another_writer_moved_the_branch_forks_from_what_was_read(tmp_path: Path) -> None:
+    path = tmp_path / "fork.snapvc"
+    _two_turns(path)
+    with SnapvcSaver(path) as mine, SnapvcSaver(path) as other:
+        read = mine.get_tuple(CONFIG)
+        theirs = other.get_tuple(CONFIG)
+        checkpoint, versions = _child(theirs, [*theirs.checkpoint["channel_values"]["messages"],
+                                               AIMessage("theirs", id="theirs")])
+        their_config = _put(other, theirs.config, checkpoint, versions, 100)
+        grown = [*read.checkpoint["channel_values"]["messages"], AIMessage("mine", id="mine")]
+        checkpoint, versions = _child(read, grown)
+        mine_config = _put(mine, read.config, checkpoint, versions, 100)  # a child of what it read: a fork
+    with SnapvcSaver(path) as reopened:
+        assert reopened.get_tuple(CONFIG).config == mine_config
+        assert reopened.get_tuple(mine_config).checkpoint["channel_values"]["messages"] == grown
+        theirs_now = reopened.get_tuple(their_config).checkpoint["channel_values"]["messages"]
+        assert theirs_now[-1].content == "theirs" and len(theirs_now) == len(grown)
+
+
+def test_an_older_checkpoint_read_is_not_taken_for_the_tip(tmp_path: Path) -> None:
+    path = tmp_path / "older.snapvc"
+    _two_turns(path)
+    with SnapvcSaver(path) as saver:
+        saver.get_tuple(CONFIG)  # the tip handed out too
+        older = list(saver.list(CONFIG))[3]
+        read = saver.get_tuple(older.config)
+        grown = [*read.checkpoint["channel_values"]["messages"], AIMessage("from the past", id="past")]
+        checkpoint, versions = _child(read, grown)
+        config = _put(saver, read.config, checkpoint, versions, 100)
+    with SnapvcSaver(path) as reopened:
+        assert reopened.get_tuple(CONFIG).config == config
+        assert reopened.get_tuple(config).checkpoint["channel_values"]["messages"] == grown
+
+
+# --- the watch ---------------------------------------------------------------------------
+
+
+def test_a_watch_sees_every_change_made_in_place() -> None:
+    def fresh() -> list[Any]:
+        call = {"name": "search", "args": {"query": "q", "options": {"top": 1}}, "id": "c"}
+        return [HumanMessage("hi", id="h"), AIMessage("ask", tool_calls=[call], id="a"),
+                {"plain": ["dict", {"deep": 1}]}, ("a", "tuple", ["with", "a", "list"])]
+
+    changes: list[Callable[[list[Any]], None]] = [
+        lambda v: setattr(v[0], "content", "changed"),
+        lambda v: setattr(v[0], "name", "a name"),  # a field not set before: the fields set changes too
+        lambda v: v[1].tool_calls[0]["args"]["options"].update(top=2),
+        lambda v: v[1].tool_calls.append({"name": "x", "args": {}, "id": "d"}),
+        lambda v: v[1].additional_kwargs.update(extra=1),
+        lambda v: v[2]["plain"][1].update(deep=2),
+        lambda v: v[2].update(more=1),
+        lambda v: v[3][2].append("!"),
+    ]
+    for change in changes:
+        values = fresh()
+        watch = Watch()
+        assert watch.add(values)
+        assert watch.same()
+        change(values)
+        assert not watch.same()
+
+
+def test_a_watch_refuses_what_it_cannot_prove_unchanged() -> None:
+    class Opaque:
+        pass
+
+    assert not Watch().add([{"held": Opaque()}])
+    assert Watch().add([1, "two", None, b"three", (4.0,)])
