@@ -102,6 +102,7 @@ _REWRITE: Final = "/+rewrite"  # a scratch branch while lines are rewritten
 _PAST: Final = "writes"  # in the writes branch's state: checkpoint id -> its writes
 _LATEST: Final = "latest"  # ... and the writes last put, again (sorts before "writes")
 _MAX_STATES = 16  # working copies kept, of thread branches and of writes branches each
+_LIST_BATCH = 64  # checkpoints a listing reads and builds at a time
 
 T = TypeVar("T")
 
@@ -251,7 +252,12 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         thread (and namespace, if it names one; one checkpoint if it names one), or of
         every thread for None; those whose metadata has ``filter``'s values, with ids
         below ``before``'s, at most ``limit``. Values met in several checkpoints are
-        read once and shared between them (``values.Reader``)."""
+        read once and shared between them (``values.Reader``).
+
+        Lazy: the checkpoints are found now (from commit metadata alone), then built
+        and yielded ``_LIST_BATCH`` at a time, so the first comes after one batch is
+        read, not the whole history. A listing yields what the repository held when it
+        was made (the writes too)."""
         wanted_thread = wanted_ns = wanted_id = None
         configurable = (config or {}).get("configurable") or {}
         if configurable.get("thread_id") is not None:
@@ -275,17 +281,19 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             found.sort(key=lambda f: f[0])
             if limit is not None:
                 found = found[: max(limit, 0)]
-            reader = Reader(self.repo.loader)
-            reader.prefetch([commit.tree for *_, commit in found])
-            trees: dict[tuple[str, str], ObjectId | None] = {}
-            out = []
-            with _no_cycle_collection():  # what is built here holds no cycles: collect after
-                for thread_id, namespace, _, commit in found:
-                    key = (thread_id, namespace)
-                    if key not in trees:
-                        trees[key] = self._writes_tree(thread_branch(thread_id, namespace))
-                    out.append(self._tuple(reader, thread_id, namespace, commit, trees[key]))
-        return iter(out)
+            trees = {(t, ns): self._writes_tree(thread_branch(t, ns)) for t, ns, _, _ in found}
+        return self._listing(found, trees)
+
+    def _listing(self, found: list[tuple[str, str, str, Commit]],
+                 trees: dict[tuple[str, str], ObjectId | None]) -> Iterator[CheckpointTuple]:
+        """The tuples of ``found`` (see ``list``), built a batch at a time by one reader."""
+        reader = Reader(self.repo.loader)
+        for start in range(0, len(found), _LIST_BATCH):
+            batch = found[start:start + _LIST_BATCH]
+            with self._lock, _no_cycle_collection():  # what is built here holds no cycles: collect after
+                reader.prefetch([commit.tree for *_, commit in batch])
+                built = [self._tuple(reader, t, ns, commit, trees[(t, ns)]) for t, ns, _, commit in batch]
+            yield from built  # not under the lock: the caller may put between two items
 
     # -- writing ------------------------------------------------------------------------
 
