@@ -26,6 +26,7 @@ from snapvc.backend import Backend, open_backend
 from snapvc.diff import Change, diff_values, plain_value
 from snapvc.encoding.nodes import children_of
 from snapvc.encoding.reader import Loader, MapView, ObjectCache
+from snapvc.encoding.seed import Seeder
 from snapvc.encoding.writer import EncodeCache, Encoder
 from snapvc.errors import (
     CorruptObjectError,
@@ -582,10 +583,29 @@ class Repository:
         out a branch by name also makes it HEAD's branch, as ``git checkout`` does."""
         commit = self.get_commit(self.resolve(rev))
         state = self.loader.materialize(commit.tree)
+        branch = None
         if isinstance(rev, str) and ref_name_problem(HEADS + rev) is None and self.refs.get(HEADS + rev) is not None:
+            branch = HEADS + rev
             if self.refs.get_symbolic("HEAD") != HEADS + rev:  # when HEAD is already there, a read stays a read
                 self.refs.set_symbolic("HEAD", branch_ref(rev))
+        self._seed(branch, commit.tree, state)
         return state
+
+    def _load_state(self, commit_id: ObjectId, ref: str) -> dict[str, Any]:
+        """The state of commit ``commit_id`` as a fresh dict, taught to ``ref``'s encode
+        cache (``State`` loads its working copy so)."""
+        tree = self.get_commit(commit_id).tree
+        state = self.loader.materialize(tree)
+        self._seed(ref, tree, state)
+        return state
+
+    def _seed(self, ref: str | None, tree: ObjectId, state: dict[str, Any]) -> None:
+        """Teach the encode cache of ``ref`` (default: HEAD's branch, where a commit of
+        ``state`` goes by default) what ``state``, just materialized from ``tree``, is
+        stored as: the next commit of it, changed, costs the change (see
+        ``snapvc.encoding.seed``)."""
+        with self._write_lock:
+            Seeder(self.loader, self._encode_cache(ref or self._branch_ref(None))).seed(bytes(tree), state)
 
     def snapshot(self, rev: str | ObjectId = "HEAD") -> MapView:
         """A lazy, read-only view of the state at ``rev``: reading one key loads only the

@@ -28,9 +28,9 @@ paths as a plain commit checks a whole state, and the containers above them shal
 all else is reused as it is. Values are owned by the working copy: do not put one
 mutable object in two ``State``s, nor in a ``State`` and a dict you commit yourself.
 
-Loading (``repo.state``, ``restore``, ``reset``, ``fork``) builds fresh objects that the
-encoder has not seen, so the first snapshot after it encodes the state once more
-(storing nothing new for unchanged parts: objects are content-addressed).
+Loading (``repo.state``, ``restore``, ``reset``, ``fork``) builds fresh objects and tells
+the encoder what each large one is stored as (``snapvc.encoding.seed``): the first
+snapshot after it checks the whole state and encodes only what changed.
 
 A ``State`` is not thread-safe; use one per thread or task.
 """
@@ -584,10 +584,13 @@ class State(MutableMapping[str, Any]):
         return self.repo.resolve(target)
 
     def _load(self, commit_id: ObjectId | None) -> None:
-        self._data = self.repo.checkout(commit_id) if commit_id is not None else {}
+        self._data = (self.repo._load_state(commit_id, self.repo._branch_ref(self.branch))
+                      if commit_id is not None else {})
         self._watched.clear()
         self._dirty.clear()
-        self._dirty.add(())  # fresh objects: the encoder has seen none of them
+        # Fresh objects: checked whole at the next snapshot, against what the load taught
+        # the encoder (their stored encodings), so that costs the checks, not an encoding.
+        self._dirty.add(())
 
     def _locate(self, steps: tuple[str | int, ...], path: StatePath, *, create: bool) -> tuple[Any, Any, tuple[Any, ...]]:
         """(container, key or index, normalized path) of the last step of ``steps``.

@@ -151,6 +151,46 @@ class _Deep:
             elif t is set or t is frozenset:
                 self._add_seq(held)
 
+    @classmethod
+    def of(cls, values: list[Any]) -> _Deep | None:
+        """The snapshot of ``values`` and everything below them, found a level at a time
+        in C-speed passes (``gc.get_referents``): what a loaded state is checked with.
+        None if something below is a typed value that cannot be snapshotted (its adapter
+        computes its fields), or if it nests deeper than a state may (a cycle)."""
+        deep = cls()
+        frontier = [v for v in values if type(v) not in _IMMUTABLE]
+        for _ in range(MAX_DEPTH + 2):
+            if not frontier:
+                return deep
+            plain = [v for v in frontier if type(v) in _MUTABLE_CONTAINERS]
+            below = []
+            if len(plain) < len(frontier):  # typed values: what they hold, then their fields
+                for v in frontier:
+                    if type(v) in _MUTABLE_CONTAINERS:
+                        continue
+                    adapter = adapter_for_value(v)
+                    if adapter is None or not adapter.own_fields:
+                        return None
+                    deep.add_object(v)
+                    for held in get_referents(v):
+                        t = type(held)
+                        if t is dict:
+                            below += get_referents(held)
+                        elif not (t is set or t is frozenset or isinstance(held, type)):
+                            below.append(held)  # a slot's value
+            dicts = [v for v in plain if type(v) is dict]
+            seqs = [v for v in plain if type(v) is not dict]
+            deep.dicts += dicts
+            deep.dlens += map(len, dicts)
+            deep.keys += chain.from_iterable(dicts)
+            deep.vals += get_referents(*dicts)
+            deep.seqs += seqs
+            deep.slens += map(len, seqs)
+            deep.items += get_referents(*seqs)
+            below += get_referents(*plain)
+            frontier = [v for v in below if type(v) not in _IMMUTABLE]
+        return None
+
     def add_all(self, other: _Deep) -> None:
         self.dicts += other.dicts
         self.dlens += other.dlens
@@ -271,6 +311,18 @@ class EncodeCache:
                 d[key] = entry
 
         self._undo.append(undo)
+
+    def seed(self, obj: Any, entry: _Entry, path: tuple[Any, ...] | None,
+             node: tuple[list[Level] | None, int, Any] | None) -> None:
+        """Take ``entry`` as if the last commit had encoded ``obj`` (a value just loaded
+        from what ``entry.enc`` names: ``snapvc.encoding.seed``); ``path`` (if given) and
+        ``node`` (its tree, kind and type tag) as what stood at its path."""
+        self.old[id(obj)] = entry
+        if path is not None:
+            if len(entry.entries) >= _ADOPT_MIN:
+                self.old_at[path] = entry
+            if node is not None:
+                self.old_paths[path] = (node[0], entry.enc, node[1], node[2])
 
     def keep(self, objs: list[Any]) -> None:
         """Keep the entries of ``objs`` (reused through their parent's entries, unchanged)

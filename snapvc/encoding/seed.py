@@ -1,0 +1,161 @@
+"""What a checkout hands out, taught to the encoder: the first commit after a load costs
+the change, not the state.
+
+``Loader.materialize`` builds fresh objects, which the encoder has never met: without
+more, the first commit after ``repo.checkout``, ``repo.state()`` or a new process would
+encode the whole state again (storing nothing new, but walking every message). The
+``Seeder`` walks the value alongside the objects it was read from and gives the cache
+(``EncodeCache.seed``) an entry for each container stored as an object of its own and
+each long string: its reference, its elements' encodings cut from the leaves, its tree,
+and a flat snapshot of everything below it (``_Deep.of``). Those entries are then
+checked exactly as the ones of containers the encoder encoded itself: by identity, so a
+value changed in place after the checkout is seen and stored.
+
+Containers stored inline in their parent (small ones) get no entry of their own: they
+cost little to encode, and their parent's snapshot covers them. A container whose
+stored form the encoder would not make from its value (a small single node with no
+reference, which the encoder would put inline) is left to the encoder, as is a typed
+value stored as an object of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from snapvc.encoding.nodes import decode_node, map_leaf_encodings, seq_leaf_encodings
+from snapvc.encoding.prolly import Level, NodeRec
+from snapvc.encoding.reader import Loader
+from snapvc.encoding.values import REF_PREFIX, new_packer
+from snapvc.encoding.adapters import adapter_for_value
+from snapvc.encoding.writer import (
+    _IMMUTABLE,
+    _MUTABLE_CONTAINERS,
+    INLINE_STR_MAX,
+    SINGLE_NODE_ENTRIES,
+    EncodeCache,
+    _Deep,
+    _Entry,
+)
+from snapvc.objects import MAP, SEQ
+
+__all__ = ["Seeder"]
+
+TAG_TUPLE = 1
+
+
+class Seeder:
+    """Teaches an ``EncodeCache`` the encodings of a value just materialized from the
+    objects ``loader`` reads (see the module notes)."""
+
+    def __init__(self, loader: Loader, cache: EncodeCache) -> None:
+        self.loader = loader
+        self.cache = cache
+        self._pack = new_packer().pack
+
+    def seed(self, oid: bytes, value: Any) -> None:
+        """``value`` is what ``loader.materialize(oid)`` returned, unchanged since: the
+        root of a state."""
+        self._seed(oid, value, (), root=True)
+
+    def _seed(self, oid: bytes, value: Any, path: tuple[Any, ...], root: bool = False) -> None:
+        t = type(value)
+        if t is str or t is bytes:
+            if len(value) > INLINE_STR_MAX:  # never inline, whatever its UTF-8 length
+                self.cache.seed(value, _Entry(value, None, (), REF_PREFIX + oid, [], None, []), path, None)
+            return
+        if t is dict:
+            self._container(oid, value, path, MAP, root)
+        elif t is list or t is tuple:
+            self._container(oid, value, path, SEQ, root)
+
+    def _container(self, oid: bytes, value: Any, path: tuple[Any, ...], kind: int, root: bool) -> None:
+        raw = self.loader.fetch(oid)
+        got_kind, node = decode_node(oid, raw, rebuild_types=False)
+        if got_kind != kind or node[0] != (TAG_TUPLE if type(value) is tuple else 0):
+            return
+        if not root and node[1] == 0 and not node[3] and len(node[2]) <= SINGLE_NODE_ENTRIES:
+            return  # the encoder would put it inline: let it
+        levels, entries = self._tree(kind, oid, raw, node)
+        n = len(entries)
+        if n != len(value):
+            return
+        if kind == MAP:
+            keys = tuple(value)
+            if list(keys) != [k for k, _, _ in entries]:  # materialized in stored (code point) order
+                return
+            vals = tuple(value.values())
+            pairs = levels[0].entries if levels is not None else [(kb, v) for _, kb, v in entries]
+            encs = [v for _, _, v in entries]
+        else:
+            keys = None
+            vals = list(value)
+            pairs = entries
+            encs = entries
+        kids = []
+        refs = []
+        for i, (v, enc) in enumerate(zip(vals, encs)):
+            t = type(v)
+            at = keys[i] if keys is not None else i
+            if t in _MUTABLE_CONTAINERS or (t not in _IMMUTABLE and adapter_for_value(v) is not None):
+                kids.append((at, v, enc))
+            if enc.startswith(REF_PREFIX):
+                refs.append((at, v, enc))
+        # The root of a state is checked kid by kid (as the encoder does it): a flat
+        # snapshot of the whole state would be copied at every commit.
+        deep = None if root else _Deep.of([v for _, v, _ in kids])
+        entry = _Entry(value, keys, vals, REF_PREFIX + oid, kids, levels, pairs)
+        if keys is not None:
+            entry.sorted_keys = keys
+            entry.sorted_vals = vals
+        entry.deep = deep
+        self.cache.seed(value, entry, path, (levels, kind, node[0]))
+        for at, v, enc in refs:
+            self._seed(enc[len(REF_PREFIX):], v, (*path, at))
+
+    def _tree(self, kind: int, oid: bytes, raw: bytes, node: list[Any]) -> tuple[list[Level] | None, list[Any]]:
+        """(levels as the encoder keeps them, or None for a single node; the level-0
+        entries: ``(key, key encoding, value encoding)`` for maps, value encodings for lists)."""
+        if node[1] == 0:
+            return None, self._leaf(kind, oid, raw)
+        levels: list[Level] = []  # from the root down, reversed below
+        nodes = [(oid, node)]
+        while True:
+            level_entries: list[Any] = []
+            recs: list[NodeRec] = []
+            leaves = nodes[0][1][1] == 1
+            children: list[bytes] = []
+            for node_id, inner in nodes:
+                start = len(level_entries)
+                if kind == MAP:
+                    level_entries += [(self._pack(k), REF_PREFIX + c, n) for k, c, n in zip(inner[2], inner[3], inner[4])]
+                    children += inner[3]
+                else:
+                    level_entries += [(REF_PREFIX + c, n) for c, n in zip(inner[2], inner[3])]
+                    children += inner[2]
+                recs.append(NodeRec(start, len(level_entries), True, REF_PREFIX + node_id,
+                                    sum(e[-1] for e in level_entries[start:]),
+                                    level_entries[start][0] if kind == MAP else None))
+            recs[-1] = recs[-1]._replace(closed=False)  # perhaps open: re-cut rather than reused
+            levels.append(Level(level_entries, recs))
+            found = self.loader.fetch_many(children)
+            if leaves:
+                entries: list[Any] = []
+                leaf_recs: list[NodeRec] = []
+                for child in children:
+                    start = len(entries)
+                    entries += self._leaf(kind, child, found[child])
+                    leaf_recs.append(NodeRec(start, len(entries), True, REF_PREFIX + child, len(entries) - start,
+                                             entries[start][1] if kind == MAP else None))
+                leaf_recs[-1] = leaf_recs[-1]._replace(closed=False)
+                if kind == MAP:
+                    levels.append(Level([(kb, v) for _, kb, v in entries], leaf_recs))
+                else:
+                    levels.append(Level(entries, leaf_recs))
+                levels.reverse()
+                return levels, entries
+            nodes = [(c, decode_node(c, found[c], rebuild_types=False)[1]) for c in children]
+
+    def _leaf(self, kind: int, oid: bytes, raw: bytes) -> list[Any]:
+        if kind == MAP:
+            return map_leaf_encodings(oid, raw)
+        return seq_leaf_encodings(oid, raw)
