@@ -114,3 +114,23 @@ def test_a_checkout_of_an_old_commit_then_a_commit_on_another_branch(tmp_path: P
     c = repo.commit(old)
     assert repo.get_commit(c.id).tree == fresh_tree(old)
     assert repo.checkout("main") == old
+
+
+def test_loads_replace_what_they_taught_the_encoder(tmp_path: Path) -> None:
+    """Reading many states does not keep them all alive: the cache holds what the last
+    load handed out, until a commit."""
+    repo = snapvc.open(tmp_path / "r.snapvc")
+    state = history(100)
+    for i in range(10):
+        step(state, i)
+        repo.commit(state)
+    cache = repo._encode_caches["refs/heads/main"]
+    sizes = []
+    for rev in range(10):
+        repo.checkout(f"main~{rev}")
+        sizes.append(len(cache.loaded))
+    assert len(set(sizes)) == 1 and sizes[0] > 0, sizes
+    latest = repo.checkout("main")
+    step(latest, 99)
+    repo.commit(latest)
+    assert cache.loaded == {}

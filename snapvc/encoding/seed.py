@@ -54,7 +54,8 @@ class Seeder:
 
     def seed(self, oid: bytes, value: Any) -> None:
         """``value`` is what ``loader.materialize(oid)`` returned, unchanged since: the
-        root of a state."""
+        root of a state. Replaces what an earlier load taught the cache."""
+        self.cache.start_loading()
         self._seed(oid, value, (), root=True)
 
     def _seed(self, oid: bytes, value: Any, path: tuple[Any, ...], root: bool = False) -> None:

@@ -267,6 +267,9 @@ class EncodeCache:
     def __init__(self) -> None:
         self.old: dict[int, Any] = {}
         self.new: dict[int, Any] = {}
+        # the entries of the state loaded last (``seed``), until the next commit: kept
+        # apart, so that checking out many states does not keep them all
+        self.loaded: dict[int, Any] = {}
         self._undo: list[Callable[[], None]] = []
         # path in the state -> (tree, reference, kind, type tag) of the node stored there
         self.old_paths: dict[tuple[Any, ...], tuple[Any, Any, int, Any]] = {}
@@ -285,7 +288,9 @@ class EncodeCache:
         if e is None:
             e = self.old.get(key)
             if e is None or e.obj is not obj:
-                return None
+                e = self.loaded.get(key)
+                if e is None or e.obj is not obj:
+                    return None
             self.new[key] = e
         elif e.obj is not obj:
             return None
@@ -299,7 +304,7 @@ class EncodeCache:
         if the commit fails)."""
         before = entry.obj
         key = id(before)
-        owned = [d for d in (self.old, self.new) if d.get(key) is entry]
+        owned = [d for d in (self.old, self.new, self.loaded) if d.get(key) is entry]
         for d in owned:
             del d[key]
         entry.obj = obj
@@ -312,12 +317,16 @@ class EncodeCache:
 
         self._undo.append(undo)
 
+    def start_loading(self) -> None:
+        """Forget the entries of the state loaded before (see ``seed``)."""
+        self.loaded = {}
+
     def seed(self, obj: Any, entry: _Entry, path: tuple[Any, ...] | None,
              node: tuple[list[Level] | None, int, Any] | None) -> None:
         """Take ``entry`` as if the last commit had encoded ``obj`` (a value just loaded
         from what ``entry.enc`` names: ``snapvc.encoding.seed``); ``path`` (if given) and
         ``node`` (its tree, kind and type tag) as what stood at its path."""
-        self.old[id(obj)] = entry
+        self.loaded[id(obj)] = entry
         if path is not None:
             if len(entry.entries) >= _ADOPT_MIN:
                 self.old_at[path] = entry
@@ -369,6 +378,7 @@ class EncodeCache:
     def commit(self) -> None:
         self.old = self.new
         self.new = {}
+        self.loaded = {}
         # Paths keep what they last held until overwritten (nodes reused unchanged are
         # not re-recorded), within a bound.
         if len(self.old_paths) + len(self.new_paths) > _MAX_PATHS:
