@@ -589,7 +589,7 @@ def _rebuilt_run(
 ) -> list[float]:  # fmt: skip
     """Commit the same steps with the state rebuilt at each one (``AgentRun.step_rebuilt``:
     a new state dict, a new message list holding the old messages and two new ones, new
-    scratchpad and counters dicts, a new library dict when a document changes) to a
+    scratchpad, library and counters dicts) to a
     repository of its own, and time each commit (step 1's first). The last commit must
     have ``tree``, the in-place run's last tree."""
     state = workload.initial_state()
@@ -708,8 +708,9 @@ _STATE_NOTE = "\n".join([
     "working copy saw change. The rebuilt row commits the same steps made the way LangGraph's",
     "reducers and immutable-update loops make them (`AgentRun.step_rebuilt`): each step a new",
     "state `{**state, \"messages\": messages + [two new], ...}`, a copied scratchpad with three",
-    "notes replaced, a copied library when a document changes, new counters; the old messages,",
-    "notes and documents are the same objects as before. It too ends at the same tree.",
+    "notes replaced, a copied library (one document replaced every 10th step), new counters;",
+    "the old messages, notes and documents are the same objects as before. It too ends at the",
+    "same tree.",
     "\"After a load\" rows are measured in a new process each, on the run's repository once it",
     "is closed: `repo.checkout(\"main\")` (or `repo.state(\"main\")`), one more step, and its",
     "commit (or snapshot), then one step more (`benchmarks/after_load.py`).",

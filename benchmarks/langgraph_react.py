@@ -371,7 +371,8 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
               f"put, median (last {w} turns)", f"get_state (median of {scale.repeats})",
               f"saver.list, first item (median of {scale.repeats})", "get_state_history, first item",
               "get_state_history, all", "stored bytes"]  # fmt: skip
-    rows = [[s.name, duration(s.first_turns_s()), duration(s.last_turns_s()), f"{s.last_turns_s() / s.first_turns_s():.2f}x",
+    rows = [[s.name, duration(s.first_turns_s()), duration(s.last_turns_s()),
+             f"{s.last_turns_s() / s.first_turns_s():.2f}x",
              duration(s.put_last_s()), duration(s.get_state_s), duration(s.list_first_s), duration(s.history_first_s),
              f"{duration(s.history_s)} ({s.checkpoints:,} checkpoints)", size(s.stored_bytes)]
             for s in savers]  # fmt: skip

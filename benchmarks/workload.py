@@ -212,22 +212,21 @@ class AgentRun:
         """Step ``i`` as an immutable-update loop or a LangGraph reducer makes it: a new
         state, ``state`` left as it was.
 
-        The changes are ``step``'s (same seed, same ``i`` => equal states), but every
-        container they touch is a new one holding the same element objects as before:
+        The changes are ``step``'s (same seed, same ``i`` => equal states), but each step
+        builds new containers holding the same element objects as before:
         ``{**state, "messages": messages + [two new], ...}``, a copy of the scratchpad with
-        three notes replaced, on a step that edits a document a copy of the library with
-        that document replaced, and new counters. The task, the documents on other steps
-        and every old message, note and document are the very objects ``state`` held.
+        three notes replaced, a copy of the library (with one document replaced every 10th
+        step), and new counters. The task and every old message, note and document are the
+        very objects ``state`` held.
         """
         change = self._change(state, i)
         new = {**state, "messages": state["messages"] + change.messages}
         scratchpad = dict(state["scratchpad"])
         scratchpad.update(change.notes)
         new["scratchpad"] = scratchpad
-        if change.documents:
-            documents = dict(state["documents"])
-            documents.update(change.documents)
-            new["documents"] = documents
+        documents = dict(state["documents"])
+        documents.update(change.documents)
+        new["documents"] = documents
         new["counters"] = {**state["counters"], **change.counters}
         return new
 
