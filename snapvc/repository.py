@@ -311,7 +311,8 @@ class Repository:
         ``parents=()``). Raises ``RefConflictError`` if the branch is not where this commit
         expects it, e.g. because another writer moved it meanwhile: re-read and retry.
         Unchanged parts of a state that holds the same Python objects as the last commit
-        on the branch are not encoded again. ``date`` (an aware datetime) is the commit's
+        on the branch (or as a checkout of it handed out, also inside containers rebuilt
+        at the same paths) are not encoded again. ``date`` (an aware datetime) is the commit's
         time instead of now (the repository's clock), for history brought from elsewhere.
 
         ``_dirty_paths`` is ``State``'s promise that nothing outside those paths changed

@@ -267,13 +267,16 @@ def test_a_rebuilt_history_costs_the_new_elements_not_the_old_ones(typed: bool,
     calls = count_encoded(monkeypatch)
     per_commit = []
     for step in range(300):
-        state = {**state, "messages": state["messages"] + [message(2 * step), message(2 * step + 1)],
-                 "notes": {**state["notes"], f"n{step % 40}": f"changed at {step}"}}
+        messages = state["messages"] + [message(2 * step), message(2 * step + 1)]
+        if step % 25 == 24:  # one message removed and one replaced in the middle, as by id
+            messages = [*messages[:10], *messages[11:20], message(-step), *messages[21:]]
+        state = {**state, "messages": messages, "notes": {**state["notes"], f"n{step % 40}": f"changed at {step}"}}
         calls[0] = 0
         repo.commit(state)
         per_commit.append(calls[0])
-    # Each commit encodes the root, the notes, and the two new messages (and their meta):
-    # as many at 600 messages as at 20.
-    assert per_commit[10] == per_commit[-1] <= 8, per_commit[:12]
+    # Each commit encodes the root, the notes, and the new messages (and their meta):
+    # as many at 600 messages as at 20, also when elements moved.
+    assert per_commit[10] == per_commit[-2] <= 8, per_commit[:12]
+    assert max(per_commit[10:]) <= 10, per_commit
     c = repo.commit(state)
     assert repo.get_commit(c.id).tree == fresh_tree(state)

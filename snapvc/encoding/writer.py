@@ -20,6 +20,12 @@ list or map re-encodes only its changed entries and rebuilds only the tree nodes
 touch. Containers mutated in place are detected by the snapshot check, so reuse is
 always safe. A caller that tracks every change (``snapvc.State``) may instead name the
 dirty paths; everything off them is then trusted unchanged (``Encoder.encode_root``).
+
+Three more sources of reuse, each checked the same way: a new container at a path where
+a large one was encoded last time takes over its entry (a state rebuilt at every step,
+``Encoder._adopt``); dataclasses and pydantic models are snapshotted by what they hold
+(``_Deep.add_object``); and a state just loaded is taught to the cache by
+``snapvc.encoding.seed``, so the first commit after a checkout costs the change.
 """
 
 from __future__ import annotations
@@ -646,26 +652,33 @@ class Encoder:
         by one is cheaper than copying their large snapshots (e.g. the root of a state)."""
         get = self.cache.get
         belows = []
+        unknown = []
         total = 0
         for key, child, _ in kids:
             entry = get(child)
             if entry is None:
-                # Reused through its parent's snapshot, its own entry has since been
-                # dropped: encode it again (a cache walk) to have one.
-                self._path.append(key)
-                self._encode(child)
-                self._path.pop()
-                entry = get(child)
-            below = entry.deep if entry is not None else None
+                # Reused through its parent's snapshot (or a load's), it has no entry of its
+                # own: its encoding was confirmed in this run, so what it holds now is
+                # what that encoding describes, and is snapshotted as it is.
+                unknown.append(child)
+                continue
+            below = entry.deep
             if below is None:
                 return None  # e.g. a typed value of an adapter of your own: confirmed through its entry
             belows.append((child, below))
             total += len(below.dicts) + len(below.seqs) + len(below.objs)
+        found = _Deep.of(unknown) if unknown else None
+        if unknown:
+            if found is None:
+                return None
+            total += len(found.dicts) + len(found.seqs) + len(found.objs)
         if len(kids) <= _FEW_KIDS and total > _LARGE_SNAPSHOT:
             return None
         deep = _Deep()
         for child, below in belows:
             deep.add(child, below)
+        if found is not None:
+            deep.add_all(found)
         return deep
 
     def _remember(self, owner: Any, keys: tuple[Any, ...] | None, vals: Any, enc: bytes,
@@ -998,13 +1011,22 @@ class Encoder:
                     if j < len(kids) and kids[j][0] == i:
                         kids[j] = (i, s[i], enc)
             tail_kids_from = len(kids)
+            # Elements met again elsewhere in the list (one removed, inserted or replaced
+            # before them) keep their encodings: immutable ones always, containers when the
+            # snapshot confirmed everything below the old elements unchanged.
+            moved: dict[int, bytes] = {}
+            if e is not None and reuse < len(s) and not appended:
+                moved = {id(v): enc for v, enc in zip(e.vals, e.entries)
+                         if type(v) in _IMMUTABLE or (below_same and e.deep is not None)}
             for i in range(reuse, len(s)):
                 v = s[i]
-                path.append(i)
-                try:
-                    enc = encode(v)
-                finally:
-                    path.pop()
+                enc = moved.get(id(v)) if moved else None
+                if enc is None:
+                    path.append(i)
+                    try:
+                        enc = encode(v)
+                    finally:
+                        path.pop()
                 entries.append(enc)
                 t = type(v)
                 if t in _MUTABLE_CONTAINERS or (t not in _IMMUTABLE and adapter_for_value(v) is not None):
