@@ -69,7 +69,6 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.types import Send
 
 import snapvc
 from snapvc.encoding.jsonable import SCALAR_TYPES
@@ -78,16 +77,13 @@ from snapvc.ids import ObjectId
 from snapvc.integrations.langgraph.values import (
     MISSING,
     Reader,
-    StoredSend,
     Watch,
     decode,
     from_stored,
-    is_message,
     is_serialized,
     path_steps,
     storable_type,
-    stored_deep,
-    stored_message,
+    stored_elements,
     to_stored,
     wrap,
 )
@@ -127,9 +123,6 @@ class _Given:
     version: Any  # its channel version then
     elements: tuple[Any, ...] | None = None  # for a list: its elements (an add reducer's next list starts with them)
     watch: Watch | None = None  # for a list: what its elements held, to see a change made in place
-    # for a list: its elements as the working copy stores them (``_stored_element``), the
-    # saver's own objects, never changed: a Send holding the same messages stores these
-    forms: list[Any] | None = None
 
 
 @dataclass
@@ -343,14 +336,9 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 at = {(e[0], e[4]): i for i, e in enumerate(stored)}
                 new: list[list[Any]] = []
                 replaced: dict[int, list[Any]] = {}
-                known = _Known(self, branch)
                 for i, (channel, value) in enumerate(writes):
                     idx = WRITES_IDX_MAP.get(channel, i)
-                    if type(value) is Send:
-                        kept = self._stored_send(value, known)
-                    elif type(value) is list and any(type(v) is Send for v in value):
-                        kept = [self._stored_element(v, known) for v in value]
-                    elif storable_type(value):
+                    if storable_type(value):
                         kept = to_stored(value)
                     else:
                         kept = self._serialize(value, f"thread {thread_id!r}, checkpoint {checkpoint_id}: the write "
@@ -625,21 +613,17 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         if parents is None:
             return self._commit_working(branch, values, meta, message, where)
         self._working.pop(branch, None)  # a fork or a new root: the working copy is reloaded when next needed
-        original = dict(values)
-        known = _Known(self, None)
         for channel, value in values.items():
             if self._wrapped.get((branch, channel)) is type(value):
                 values[channel] = self._serialize(value, f"{where}: channel {channel!r}")
-            elif type(value) is list:
-                values[channel] = [self._stored_element(v, known) for v in value]
             else:
-                values[channel] = self._stored_send(value, known) if type(value) is Send else to_stored(value)
+                values[channel] = to_stored(value)
         while True:
             try:
                 return self.repo.commit(values, branch=branch, message=message, metadata=meta, parents=parents)
             except UnsupportedValueError as exc:
-                channel = self._unstorable(branch, original, exc, where)
-                values[channel] = self._serialize(original[channel], f"{where}: channel {channel!r}")
+                channel = self._unstorable(branch, values, exc, where)
+                values[channel] = self._serialize(values[channel], f"{where}: channel {channel!r}")
 
     def _commit_working(self, branch: str, values: dict[str, Any], meta: dict[str, Any], message: str,
                         where: str) -> Commit:
@@ -670,16 +654,13 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             for channel in [k for k in state if k not in values]:
                 state.delete((channel,))
                 given.pop(channel, None)
-            # Channels holding Sends go last: a Send holding the messages of a channel put
-            # here stores that channel's stored forms of them (``_Known``).
-            known = _Known(self, branch)
-            for channel, value in sorted(values.items(), key=lambda item: _holds_sends(item[1])):
+            for channel, value in values.items():
                 version = versions.get(channel)
                 before = given.get(channel)
                 if (before is not None and before.value is value and version is not None
                         and before.version == version):
                     continue  # LangGraph did not write the channel since it last went in
-                given[channel] = self._put_channel(branch, state, channel, value, version, before, known, where)
+                given[channel] = self._put_channel(branch, state, channel, value, version, before, where)
             while True:
                 try:
                     checkpoint = state.snapshot(message=message, metadata=meta)
@@ -693,46 +674,27 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             raise
 
     def _put_channel(self, branch: str, state: State, channel: str, value: Any, version: Any,
-                     before: _Given | None, known: _Known, where: str) -> _Given:
+                     before: _Given | None, where: str) -> _Given:
         """Put one channel's value in the working copy (see ``_commit_working``)."""
         if self._wrapped.get((branch, channel)) is type(value):
             state.set((channel,), self._serialize(value, f"{where}: channel {channel!r}"))
             return _Given(value, version)
         if type(value) is not list:
-            state.set((channel,), self._stored_send(value, known) if type(value) is Send else to_stored(value))
+            state.set((channel,), to_stored(value))
             return _Given(value, version)
         elements = tuple(value)
         if (before is not None and before.watch is not None and before.elements is not None
                 and len(elements) >= len(before.elements) and all(map(operator.is_, before.elements, elements))
-                and known.same(before)):  # grown, and none of the old elements changed in place
+                and before.watch.same()):  # grown, and none of the old elements changed in place
             tail = elements[len(before.elements):]
             if before.watch.add(tail):
-                forms = [self._stored_element(v, known) for v in tail]
-                state.extend((channel,), forms)  # copies: the working copy holds its own
-                return _Given(value, version, elements, before.watch,
-                              before.forms + forms if before.forms is not None else None)
+                state.extend((channel,), stored_elements(tail))  # copies: the working copy holds its own
+                return _Given(value, version, elements, before.watch)
         if channel in state:
             state.delete((channel,))
-        forms = [self._stored_element(v, known) for v in elements]
-        state.extend((channel,), forms)
+        state.extend((channel,), stored_elements(elements))
         watch = Watch()
-        if not watch.add(elements):
-            return _Given(value, version, elements)
-        return _Given(value, version, elements, watch, forms)
-
-    def _stored_element(self, value: Any, known: _Known) -> Any:
-        """A channel value, or an element of a list channel, as the working copy stores
-        it: a message as a marked plain dict of its own (``values.stored_message``), a
-        ``Send`` as a ``StoredSend``; anything else as it is."""
-        if type(value) is Send:
-            return self._stored_send(value, known)
-        return stored_message(value) if is_message(value) else value
-
-    def _stored_send(self, send: Any, known: _Known) -> StoredSend:
-        """``send`` as stored: the messages in its argument as the saver stores them,
-        those of a list channel it put (or handed out) as that channel's stored forms
-        (``_Known``), so both are stored as the same objects, and encoded once."""
-        return StoredSend(send, stored_deep(send.arg, known.form))
+        return _Given(value, version, elements, watch if watch.add(elements) else None)
 
     def _hand_out(self, branch: str, commit: Commit, values: dict[str, Any], stored: dict[str, Any]) -> None:
         """Remember the values ``get_tuple`` returned for the branch's tip, ``commit``, so
@@ -742,8 +704,6 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         element changed in place before that put is stored again), and a scalar channel."""
         versions = commit.metadata[KEY].get("channel_versions") or {}
         given: dict[str, _Given] = {}
-        work = self._working.get(branch)
-        last = work.given if work is not None and work.state.base == commit.id else {}
         for channel, value in values.items():
             version = versions.get(channel)
             if version is None or stored.get(channel) is not value:  # a serialized value, unwrapped
@@ -751,12 +711,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             if type(value) is list:
                 watch = Watch()
                 if watch.add(value):
-                    # What the working copy stored for the channel is what was read: its
-                    # stored forms describe the values handed out as well.
-                    before = last.get(channel)
-                    forms = before.forms if before is not None and before.forms is not None and len(
-                        before.forms) == len(value) else None
-                    given[channel] = _Given(value, version, tuple(value), watch, forms)
+                    given[channel] = _Given(value, version, tuple(value), watch)
             elif type(value) in SCALAR_TYPES:
                 given[channel] = _Given(value, version)
         _keep_recent(self._handed, branch, _HandedOut(commit.id, given))
@@ -821,8 +776,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                         raise
                     i = steps[1]
                     entry = everything[i]
-                    refused = entry[2].send if type(entry[2]) is StoredSend else entry[2]
-                    wrapped = self._serialize(refused, f"thread {thread_id!r}, checkpoint {checkpoint_id}: the write "
+                    wrapped = self._serialize(entry[2], f"thread {thread_id!r}, checkpoint {checkpoint_id}: the write "
                                                         f"to {entry[1]!r} of task {entry[0]}")
                     entry[2] = wrapped
                     state.set((_LATEST, i, 2), wrapped)
@@ -927,50 +881,6 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                                                   "checkpoint_id": parent_id}}
         config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": checkpoint_id}}
         return CheckpointTuple(config, checkpoint, meta, parent_config, pending)
-
-
-class _Known:
-    """The stored forms of the messages a put (or ``put_writes``) may meet again in a
-    ``Send``: those of the list channels of the branch's working copy, and of the lists
-    ``get_tuple`` handed out for its tip, whose elements are unchanged (``Watch``). A
-    message is looked up by identity; one not found gets a stored form of its own."""
-
-    def __init__(self, saver: SnapvcSaver, branch: str | None) -> None:
-        self._saver = saver
-        self._branch = branch
-        self._by_id: dict[int, Any] | None = None
-        self._checked: dict[int, bool] = {}  # id(watch) -> same(), checked once per put
-
-    def same(self, given: _Given) -> bool:
-        """``given.watch.same()``, checked at most once while this lookup lives."""
-        watch = given.watch
-        if watch is None:
-            return False
-        found = self._checked.get(id(watch))
-        if found is None:
-            found = self._checked[id(watch)] = watch.same()
-        return found
-
-    def form(self, message: Any) -> Any:
-        if self._by_id is None:
-            self._by_id = {}
-            records: list[_Given] = []
-            if self._branch is not None:
-                work = self._saver._working.get(self._branch)
-                handed = self._saver._handed.get(self._branch)
-                if work is not None:
-                    records += work.given.values()
-                    if handed is not None and handed.base == work.state.base:
-                        records += handed.given.values()
-            for given in records:
-                if given.forms is not None and given.elements is not None and self.same(given):
-                    self._by_id.update(zip(map(id, given.elements), given.forms))
-        found = self._by_id.get(id(message))
-        return found if found is not None else stored_message(message)
-
-
-def _holds_sends(value: Any) -> bool:
-    return type(value) is list and any(type(v) is Send for v in value)
 
 
 def _keep_recent(cache: dict[str, T], key: str, value: T) -> T:

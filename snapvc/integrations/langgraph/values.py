@@ -10,14 +10,7 @@ which any snapvc reader (the ``snapvc`` command too) shows without LangChain; it
 deduplicated and compressed like any map. A message found deeper (in a dict, in a field
 of another model) is a typed value of snapvc's pydantic adapter: the classes are
 registered here, so it is readable wherever this module is imported.
-LangGraph's ``Send`` (a task a node sends, with its argument: ``create_react_agent``
-sends each tool call with the whole state) is a typed value of its own (``SEND``: the
-fields ``node``, ``arg`` and, when it has one, ``timeout``), so its argument is stored as
-snapvc values: the saver stores a list of messages in it as it stores a message list
-channel (marked plain dicts, see ``stored_deep``), so a ``Send`` holding the history
-shares its stored objects with the ``messages`` channel, and a reader builds them once.
-A ``Send`` comes back as LangGraph's savers give it back: an equal ``Send``.
-A value snapvc cannot store (a set, an arbitrary object) is kept as what
+A value snapvc cannot store (a set, a ``Send``, an arbitrary object) is kept as what
 LangGraph's serializer (without its pickle fallback) makes of it, in a plain dict
 ``{"langgraph_serialized": <its type name>, "data": <its bytes>}`` that any snapvc
 reader can show. The encoder reports such a value by its path; the value is then
@@ -35,7 +28,6 @@ another answer: each ``get_tuple`` and ``list`` uses a reader of its own.
 from __future__ import annotations
 
 import ast
-import copy
 from bisect import bisect_right
 from collections.abc import Iterable
 from gc import get_referents
@@ -45,7 +37,6 @@ from typing import Any, Final
 
 from langchain_core import messages as lc_messages
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.types import Send
 
 from snapvc.encoding.adapters import TypeAdapter, adapter_for_name, adapter_for_value, register_type
 from snapvc.encoding.jsonable import SCALAR_TYPES
@@ -56,9 +47,9 @@ from snapvc.errors import CorruptObjectError, UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
 
-__all__ = ["MISSING", "SERIALIZED", "MESSAGE", "SEND", "Reader", "Watch", "StoredSend", "path_steps", "decode",
-           "storable_type", "wrap", "is_serialized", "to_stored", "stored_elements", "stored_message", "stored_deep",
-           "revived_deep", "is_message", "from_stored"]
+__all__ = ["MISSING", "SERIALIZED", "MESSAGE", "Reader", "Watch", "path_steps", "decode", "storable_type", "wrap",
+           "is_serialized",
+           "to_stored", "stored_elements", "from_stored"]
 
 MISSING: Any = object()  # what ``Reader.lookup_path`` returns for an absent key
 SERIALIZED: Final = "langgraph_serialized"  # the key that marks a value LangGraph's serializer stored
@@ -81,32 +72,6 @@ def _stored_message(value: Any) -> Any:
         return value
     name = type(value).__name__
     return {MESSAGE: name, "fields": _MESSAGES[name].to_fields(value)}
-
-
-def stored_message(value: Any) -> dict[str, Any]:
-    """A message of langchain_core as a marked plain dict that shares no mutable object
-    with it (its fields copied): what the saver keeps of a message it has stored."""
-    name = type(value).__name__
-    return {MESSAGE: name, "fields": _plain_copy(_MESSAGES[name].to_fields(value))}
-
-
-def _plain_copy(value: Any) -> Any:
-    """A copy of ``value`` that shares no mutable object with it (scalars shared)."""
-    t = type(value)
-    if t in SCALAR_TYPES:
-        return value
-    if t is dict:
-        return {k: _plain_copy(v) for k, v in value.items()}
-    if t is list:
-        return [_plain_copy(v) for v in value]
-    if t is tuple:
-        return tuple([_plain_copy(v) for v in value])
-    return copy.deepcopy(value)
-
-
-def is_message(value: Any) -> bool:
-    """Whether ``value`` is a message of langchain_core (stored as a marked plain dict)."""
-    return type(value) in _MESSAGE_TYPES
 
 
 def _is_message(value: Any) -> bool:
@@ -145,101 +110,10 @@ def from_stored(value: Any) -> Any:
     return _revived(value)
 
 
-def stored_deep(value: Any, form: Any) -> Any:
-    """``value`` (a ``Send``'s argument) as stored, sharing no mutable object with it: a
-    list (or tuple) holding messages, reached through dicts, holds ``form(message)``
-    instead of each (a marked plain dict, ``stored_message``), as a message list channel
-    does; a message met through dicts alone is ``form(message)`` too. ``revived_deep``
-    undoes it."""
-    t = type(value)
-    if t in SCALAR_TYPES:
-        return value
-    if t is dict:
-        return {k: stored_deep(v, form) for k, v in value.items()}
-    if t in _MESSAGE_TYPES:
-        return form(value)
-    if t is list or t is tuple:
-        if any(type(v) in _MESSAGE_TYPES for v in value):
-            out = [form(v) if type(v) in _MESSAGE_TYPES else _plain_copy(v) for v in value]
-        else:
-            out = [_plain_copy(v) for v in value]
-        return out if t is list else tuple(out)
-    return _plain_copy(value)
-
-
-def revived_deep(value: Any) -> Any:
-    """The inverse of ``stored_deep``: marked plain dicts reached through dicts, and in
-    lists or tuples reached through dicts, revived (a list ``Reader`` built has its
-    messages revived already; one stored inline in its parent has not)."""
-    t = type(value)
-    if t is dict:
-        if _is_message(value):
-            return _revived(value)
-        out = {k: revived_deep(v) for k, v in value.items()}
-        return value if all(map(is_, out.values(), value.values())) else out
-    if (t is list or t is tuple) and any(_is_message(v) for v in value):
-        out_seq = [_revived(v) for v in value]
-        return out_seq if t is list else tuple(out_seq)
-    return value
-
-
-# LangGraph's Send: stored as a typed value of its own under this name, its fields
-# ``node``, ``arg`` and ``timeout`` (only when it has one).
-SEND: Final = "langgraph.types:Send"
-
-
-class StoredSend:
-    """A ``Send`` as the saver stores it: its argument as ``stored_deep`` makes it (the
-    messages in it as the saver stores them, shared with the message list channel it
-    came from), and the ``Send`` itself, to hand to LangGraph's serializer should snapvc
-    refuse something in its argument. Immutable: nothing it holds is held by anyone
-    else, and no one changes it, so a working copy keeps it as it is rather than copy it
-    (``__deepcopy__``)."""
-
-    __slots__ = ("send", "arg")
-
-    def __init__(self, send: Any, arg: Any) -> None:
-        self.send = send
-        self.arg = arg
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> StoredSend:
-        return self
-
-    def __repr__(self) -> str:
-        return f"StoredSend({self.send!r})"
-
-
-def _send_fields(value: Any) -> dict[str, Any]:
-    fields = {"node": value.node, "arg": value.arg}
-    if value.timeout is not None:
-        fields["timeout"] = value.timeout
-    return fields
-
-
-def _stored_send_fields(value: StoredSend) -> dict[str, Any]:
-    fields = _send_fields(value.send)
-    fields["arg"] = value.arg
-    return fields
-
-
-def _send_from_fields(fields: dict[str, Any]) -> Any:
-    """A ``Send`` with the stored fields, set as they are (``Send.__init__`` would coerce
-    the timeout again)."""
-    send = Send.__new__(Send)
-    send.node = fields["node"]
-    send.arg = revived_deep(fields["arg"])
-    send.timeout = fields.get("timeout")
-    return send
-
-
-register_type(StoredSend, _stored_send_fields, _send_from_fields, name=SEND)
-register_type(Send, _send_fields, _send_from_fields, name=SEND)  # last: the name's values come back as Sends
-
-
 def storable_type(value: Any) -> bool:
-    """Whether snapvc stores values of ``value``'s type (a set or an arbitrary object it
-    does not: those go to LangGraph's serializer at once, rather than after an encoder
-    that refused them, and a working copy that copied them first)."""
+    """Whether snapvc stores values of ``value``'s type (a ``Send``, a set or an arbitrary
+    object it does not: those go to LangGraph's serializer at once, rather than after an
+    encoder that refused them, and a working copy that copied them first)."""
     t = type(value)
     return t in SCALAR_TYPES or t is dict or t is list or t is tuple or adapter_for_value(value) is not None
 
