@@ -1173,8 +1173,10 @@ _MAX_PATHS = 100_000
 # Containers of at least this many entries are remembered by path, for a new container at
 # the same path to take over (``Encoder._adopt``); smaller ones cost little to encode anew.
 _ADOPT_MIN = 16
-# At most this many paths are remembered so (each entry keeps its container alive).
-_MAX_ADOPTABLE = 10_000
+# At most this many paths are remembered so (each entry keeps its container, its elements'
+# encodings and its snapshot alive: a checkpointer writing at a new path each time would
+# otherwise keep thousands of histories). Past it, only the last commit's are kept.
+_MAX_ADOPTABLE = 2_000
 
 
 # Markers of the dirty-path trie (see ``Encoder.encode_root``).
