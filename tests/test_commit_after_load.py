@@ -134,3 +134,18 @@ def test_loads_replace_what_they_taught_the_encoder(tmp_path: Path) -> None:
     step(latest, 99)
     repo.commit(latest)
     assert cache.loaded == {}
+
+
+def test_a_container_too_large_to_teach_is_encoded_anew(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from snapvc.encoding import seed
+
+    monkeypatch.setattr(seed, "SEED_MAX_ENTRIES", 150)
+    repo = snapvc.open(tmp_path / "r.snapvc")
+    repo.commit(history(400))
+    state = repo.checkout("main")
+    cache = repo._encode_caches["refs/heads/main"]
+    taught = {id(entry.obj) for entry in cache.loaded.values()}
+    assert id(state["messages"]) not in taught and id(state["documents"]) in taught
+    step(state, 1)
+    c = repo.commit(state)
+    assert repo.get_commit(c.id).tree == fresh_tree(state)

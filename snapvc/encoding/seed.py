@@ -15,18 +15,21 @@ Containers stored inline in their parent (small ones) get no entry of their own:
 cost little to encode, and their parent's snapshot covers them. A container whose
 stored form the encoder would not make from its value (a small single node with no
 reference, which the encoder would put inline) is left to the encoder, as is a typed
-value stored as an object of its own.
+value stored as an object of its own, and a container of more than ``SEED_MAX_ENTRIES``
+entries.
 """
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import methodcaller, not_
 from typing import Any
 
+from snapvc.encoding.adapters import adapter_for_value
 from snapvc.encoding.nodes import decode_node, map_leaf_encodings, seq_leaf_encodings
 from snapvc.encoding.prolly import Level, NodeRec
 from snapvc.encoding.reader import Loader
 from snapvc.encoding.values import REF_PREFIX, new_packer
-from snapvc.encoding.adapters import adapter_for_value
 from snapvc.encoding.writer import (
     _IMMUTABLE,
     _MUTABLE_CONTAINERS,
@@ -38,9 +41,13 @@ from snapvc.encoding.writer import (
 )
 from snapvc.objects import MAP, SEQ
 
-__all__ = ["Seeder"]
+__all__ = ["Seeder", "SEED_MAX_ENTRIES"]
 
 TAG_TUPLE = 1
+# A container of more entries than this is not taught (nor what is below it): cutting the
+# encodings of a million list elements from their leaves takes a few hundred milliseconds,
+# more than the checkout itself; the first commit after the load encodes it anew.
+SEED_MAX_ENTRIES = 50_000
 
 
 class Seeder:
@@ -76,6 +83,8 @@ class Seeder:
             return
         if not root and node[1] == 0 and not node[3] and len(node[2]) <= SINGLE_NODE_ENTRIES:
             return  # the encoder would put it inline: let it
+        if len(value) > SEED_MAX_ENTRIES:
+            return  # cut from its leaves, element by element, it would cost a checkout more than it saves
         levels, entries = self._tree(kind, oid, raw, node)
         n = len(entries)
         if n != len(value):
@@ -92,15 +101,16 @@ class Seeder:
             vals = list(value)
             pairs = entries
             encs = entries
-        kids = []
+        # Found in C-speed passes: a list of a million strings has no element to visit.
+        at = keys if keys is not None else range(n)
+        kids = [(at[i], vals[i], encs[i]) for i in
+                compress(range(n), map(not_, map(_IMMUTABLE.__contains__, map(type, vals))))]
+        if any(type(v) not in _MUTABLE_CONTAINERS and adapter_for_value(v) is None for _, v, _ in kids):
+            return  # a value no state holds: left to the encoder, which names it
         refs = []
-        for i, (v, enc) in enumerate(zip(vals, encs)):
-            t = type(v)
-            at = keys[i] if keys is not None else i
-            if t in _MUTABLE_CONTAINERS or (t not in _IMMUTABLE and adapter_for_value(v) is not None):
-                kids.append((at, v, enc))
-            if enc.startswith(REF_PREFIX):
-                refs.append((at, v, enc))
+        if REF_PREFIX in b"".join(encs):
+            refs = [(at[i], vals[i], encs[i]) for i in
+                    compress(range(n), map(methodcaller("startswith", REF_PREFIX), encs))]
         # The root of a state is checked kid by kid (as the encoder does it): a flat
         # snapshot of the whole state would be copied at every commit.
         deep = None if root else _Deep.of([v for _, v, _ in kids])
