@@ -101,7 +101,7 @@ class Seeder:
             vals = list(value)
             pairs = entries
             encs = entries
-        # Found in C-speed passes: a list of a million strings has no element to visit.
+        # Found in C-speed passes: a list of strings has no element to visit in Python.
         at = keys if keys is not None else range(n)
         kids = [(at[i], vals[i], encs[i]) for i in
                 compress(range(n), map(not_, map(_IMMUTABLE.__contains__, map(type, vals))))]
