@@ -30,9 +30,6 @@ from __future__ import annotations
 import ast
 from bisect import bisect_right
 from collections.abc import Iterable
-from gc import get_referents
-from itertools import chain
-from operator import is_
 from typing import Any, Final
 
 from langchain_core import messages as lc_messages
@@ -42,7 +39,7 @@ from snapvc.encoding.adapters import TypeAdapter, adapter_for_name, adapter_for_
 from snapvc.encoding.jsonable import SCALAR_TYPES
 from snapvc.encoding.nodes import decode_node
 from snapvc.encoding.reader import Loader
-from snapvc.encoding.writer import MAX_DEPTH, TAG_STR, TAG_TUPLE
+from snapvc.encoding.writer import TAG_STR, TAG_TUPLE, _Deep
 from snapvc.errors import CorruptObjectError, UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
@@ -149,9 +146,6 @@ def path_steps(error: UnsupportedValueError) -> tuple[Any, ...]:
     return tuple(reversed(steps))
 
 
-_SCALARS: Final = SCALAR_TYPES
-
-
 class Watch:
     """What some values held when they were stored, by identity: tells, in a few C-speed
     passes, whether any of them was changed in place since.
@@ -159,105 +153,32 @@ class Watch:
     The saver keeps the stored form of a list channel's elements apart from LangGraph's
     objects (messages are stored as marked dicts, copies), so a message or dict that a
     node changes in place, rather than replacing it, would otherwise go unseen. A
-    ``Watch`` records every container below the values (dicts: their keys and values;
-    lists, tuples and sets: their items) and every typed value whose fields are its own
-    attributes (a LangChain message, a dataclass, a pydantic model: the objects it holds,
-    its ``__dict__`` and slots). A value is unchanged while each recorded container and
-    typed value holds the same objects: str, numbers and the other scalars cannot change
-    in place, so holding the same one is holding the same value.
+    ``Watch`` is the encoder's own flat snapshot (``snapvc.encoding.writer._Deep``) of the
+    values: every container below them and every typed value whose fields are its own
+    attributes (a LangChain message, a dataclass, a pydantic model), each with the
+    objects it holds. A value is unchanged while each of those holds the same objects:
+    str, numbers and the other scalars cannot change in place.
 
-    ``add`` refuses (returns False) a value holding anything else (an object whose
-    fields are computed, a type snapvc cannot store): nothing proves it unchanged."""
+    ``add`` refuses (returns False) values holding anything else (an object whose fields
+    are computed, a type snapvc cannot store): nothing proves them unchanged."""
 
-    __slots__ = ("dicts", "dlens", "keys", "vals", "seqs", "slens", "items", "objs", "olens", "orefs", "count")
+    __slots__ = ("_snapshot",)
 
     def __init__(self) -> None:
-        self.dicts: list[dict[Any, Any]] = []
-        self.dlens: list[int] = []
-        self.keys: list[Any] = []
-        self.vals: list[Any] = []
-        self.seqs: list[Any] = []  # lists, tuples, sets
-        self.slens: list[int] = []
-        self.items: list[Any] = []
-        self.objs: list[Any] = []  # typed values
-        self.olens: list[int] = []
-        self.orefs: list[Any] = []
-        self.count = 0  # how many values were added
+        self._snapshot = _Deep()
 
     def add(self, values: Iterable[Any]) -> bool:
         """Record each of ``values``; False (the watch then proves nothing) if one holds
         what cannot be watched."""
-        for value in values:
-            if not self._add(value, 0):
-                return False
-            self.count += 1
+        found = _Deep.of(list(values))
+        if found is None:
+            return False
+        self._snapshot.add_all(found)
         return True
 
     def same(self) -> bool:
-        """True if every recorded container and typed value holds what it held when added.
-
-        ``gc.get_referents`` lists what containers hold (a dict's values, a list's items,
-        an object's attributes) in one C call; identities are then compared in C. Keys are
-        str (others cannot be stored), whose equality is exact."""
-        return (
-            list(map(len, self.seqs)) == self.slens
-            and list(map(len, self.dicts)) == self.dlens
-            and all(map(is_, get_referents(*self.seqs), self.items))
-            and list(chain.from_iterable(self.dicts)) == self.keys
-            and all(map(is_, get_referents(*self.dicts), self.vals))
-            and (not self.objs or (
-                list(map(len, map(get_referents, self.objs))) == self.olens
-                and all(map(is_, get_referents(*self.objs), self.orefs))))
-        )
-
-    def _add(self, value: Any, depth: int) -> bool:
-        t = type(value)
-        if t in _SCALARS:
-            return True
-        if depth > MAX_DEPTH:
-            return False  # deeper than a state may nest: the encoder refuses it by its path
-        if t is dict:
-            self._add_dict(value)
-            return self._add_all(value.values(), depth)
-        if t is list or t is tuple:
-            self._add_seq(value)
-            return self._add_all(value, depth)
-        adapter = adapter_for_value(value)
-        if adapter is None or not adapter.own_fields:
-            return False
-        refs = get_referents(value)
-        self.objs.append(value)
-        self.olens.append(len(refs))
-        self.orefs.extend(refs)
-        for held in refs:
-            h = type(held)
-            if h is dict:  # its __dict__, a pydantic model's extra and private fields
-                self._add_dict(held)
-                if not self._add_all(held.values(), depth):
-                    return False
-            elif h is set or h is frozenset:  # a pydantic model's fields set: str
-                self._add_seq(held)
-            elif h not in _SCALARS and not isinstance(held, type) and not self._add(held, depth + 1):
-                return False  # (its class is held by identity)
-        return True
-
-    def _add_all(self, values: Iterable[Any], depth: int) -> bool:
-        """``_add`` each of ``values``, held at ``depth``; scalars (most fields) skipped here."""
-        for v in values:
-            if type(v) not in _SCALARS and not self._add(v, depth + 1):
-                return False
-        return True
-
-    def _add_dict(self, d: dict[Any, Any]) -> None:
-        self.dicts.append(d)
-        self.dlens.append(len(d))
-        self.keys.extend(d)
-        self.vals.extend(get_referents(d))
-
-    def _add_seq(self, s: Any) -> None:
-        self.seqs.append(s)
-        self.slens.append(len(s))
-        self.items.extend(get_referents(s))
+        """True if every recorded container and typed value holds what it held when added."""
+        return self._snapshot.same()
 
 
 class Reader:
