@@ -55,6 +55,22 @@ def total(kinds: dict[str, int]) -> int:
     return sum(kinds.values())
 
 
+def commit_fails(repo: snapvc.Repository, state: dict[str, Any]) -> None:
+    """A commit of ``state`` that fails after encoding it (its write is refused): nothing
+    of it may stick in the encoder's cache."""
+    add = repo.commits.add
+
+    def fail(commit: Any) -> None:
+        raise RuntimeError("the disk is full")
+
+    repo.commits.add = fail  # type: ignore[method-assign]
+    try:
+        with pytest.raises(RuntimeError):
+            repo.commit(state)
+    finally:
+        repo.commits.add = add  # type: ignore[method-assign]
+
+
 def fresh_tree(state: dict[str, Any]) -> ObjectId:
     """The tree id of ``state`` encoded from scratch, with no earlier work to reuse."""
     repo = snapvc.open("memory://")
@@ -426,16 +442,8 @@ def test_few_changes_to_a_large_map_match_encoding_from_scratch() -> None:
                 big[key]["n"] = -step  # in place, below the map
             else:
                 shared["shared"].append(step)  # in place, seen at two keys
-        if step % 7 == 3:  # a commit that fails after encoding: nothing of it may stick
-            add = repo.commits.add
-
-            def fail(commit: Any) -> None:
-                raise RuntimeError("the disk is full")
-
-            repo.commits.add = fail  # type: ignore[method-assign]
-            with pytest.raises(RuntimeError):
-                repo.commit(state)
-            repo.commits.add = add  # type: ignore[method-assign]
+        if step % 7 == 3:
+            commit_fails(repo, state)
         if step == 20:
             state = {"moved": {"big": big}, "other": state["other"]}
         c = repo.commit(state)
