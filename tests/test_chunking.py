@@ -392,29 +392,36 @@ def containers(value: Any, out: list[Any]) -> list[Any]:
 
 
 def random_edit(rnd: random.Random, state: dict[str, Any]) -> None:
-    target = rnd.choice(containers(state, []))
+    edit_container(rnd, rnd.choice(containers(state, [])))
+
+
+def edit_container(rnd: random.Random, target: list[Any] | dict[str, Any],
+                   make: Callable[[random.Random, int], Any] = random_value,
+                   leaf: Callable[[random.Random], Any] = random_leaf) -> None:
+    """One random change made in place to a list or dict: new values from ``make``, a
+    list's inserted ones from ``leaf``."""
     op = rnd.random()
     if type(target) is list:
         if op < 0.3 or not target:
-            target.append(random_value(rnd, 1))
+            target.append(make(rnd, 1))
         elif op < 0.5:
             target.pop(rnd.randrange(len(target)))
         elif op < 0.7:
             swap(target, rnd.randrange(len(target)), rnd.randrange(len(target)))
         elif op < 0.85:
-            target[rnd.randrange(len(target))] = random_value(rnd, 1)
+            target[rnd.randrange(len(target))] = make(rnd, 1)
         else:
-            target.insert(rnd.randrange(len(target) + 1), random_leaf(rnd))
+            target.insert(rnd.randrange(len(target) + 1), leaf(rnd))
     else:
         keys = list(target)
         if op < 0.3 or not keys:
-            target[f"n{rnd.randrange(1000)}"] = random_value(rnd, 1)
+            target[f"n{rnd.randrange(1000)}"] = make(rnd, 1)
         elif op < 0.5:
             del target[rnd.choice(keys)]
         elif op < 0.7:
             rename(target, rnd.choice(keys), f"r{rnd.randrange(1000)}")
         else:
-            target[rnd.choice(keys)] = random_value(rnd, 1)
+            target[rnd.choice(keys)] = make(rnd, 1)
 
 
 def test_few_changes_to_a_large_map_match_encoding_from_scratch() -> None:

@@ -16,7 +16,7 @@ import pytest
 
 import snapvc
 from snapvc.encoding import writer
-from tests.test_chunking import commit_fails, fresh_tree
+from tests.test_chunking import commit_fails, edit_container, fresh_tree
 
 
 @dataclasses.dataclass
@@ -80,30 +80,12 @@ def places(state: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...]
 
 def edit(rnd: random.Random, target: Any) -> None:
     """One random change made in place to ``target``."""
-    op = rnd.random()
     t = type(target)
-    if t is list:
-        if op < 0.35 or not target:
-            target.append(value(rnd, 1))
-        elif op < 0.5:
-            target.pop(rnd.randrange(len(target)))
-        elif op < 0.65:
-            i, j = rnd.randrange(len(target)), rnd.randrange(len(target))
-            target[i], target[j] = target[j], target[i]
-        else:
-            target[rnd.randrange(len(target))] = value(rnd, 1)
-    elif t is dict:
-        keys = list(target)
-        if op < 0.35 or not keys:
-            target[f"n{rnd.randrange(1000)}"] = value(rnd, 1)
-        elif op < 0.5:
-            del target[rnd.choice(keys)]
-        elif op < 0.65:
-            old = rnd.choice(keys)
-            target[f"r{rnd.randrange(1000)}"] = target.pop(old)
-        else:
-            target[rnd.choice(keys)] = value(rnd, 1)
-    elif t is Note:
+    if t is list or t is dict:
+        edit_container(rnd, target, value, leaf)
+        return
+    op = rnd.random()
+    if t is Note:
         if op < 0.5:
             target.title = f"t{rnd.randrange(99)}"
         else:

@@ -75,20 +75,28 @@ def _stored(path: Path, build: Callable[[BaseCheckpointSaver], Any]) -> list[tup
         return _history(build(reopened))
 
 
-def _in_memory(build: Callable[[BaseCheckpointSaver], Any], turns: int) -> list[tuple[int, Any, tuple[str, ...]]]:
-    graph = build(InMemorySaver())
+def _run(build: Callable[[BaseCheckpointSaver], Any], saver: BaseCheckpointSaver, turns: int) -> Any:
+    """The graph ``build`` makes on ``saver``, after ``turns`` turns."""
+    graph = build(saver)
     for turn in range(turns):
         _turn(graph, turn)
-    return _history(graph)
+    return graph
+
+
+def _in_memory(build: Callable[[BaseCheckpointSaver], Any], turns: int) -> list[tuple[int, Any, tuple[str, ...]]]:
+    return _history(_run(build, InMemorySaver(), turns))
+
+
+def _on_file(path: Path, build: Callable[[BaseCheckpointSaver], Any], turns: int) -> None:
+    """``turns`` turns of the graph ``build`` makes, on one SnapvcSaver at ``path``."""
+    with SnapvcSaver(path) as saver:
+        _run(build, saver, turns)
 
 
 def test_turns_on_one_saver_and_after_reloads_store_what_in_memory_saver_holds(tmp_path: Path) -> None:
     expected = _in_memory(_react, 5)
     one = tmp_path / "one.snapvc"
-    with SnapvcSaver(one) as saver:  # each invoke's get_tuple hands out the history again
-        graph = _react(saver)
-        for turn in range(5):
-            _turn(graph, turn)
+    _on_file(one, _react, 5)  # each invoke's get_tuple hands out the history again
     reloaded = tmp_path / "reloaded.snapvc"
     for turn in range(5):  # a new saver for every turn, as a new process would be
         with SnapvcSaver(reloaded) as saver:
@@ -111,10 +119,7 @@ def test_a_message_changed_in_place_is_stored(tmp_path: Path) -> None:
 
     expected = _in_memory(build, 4)
     path = tmp_path / "edit.snapvc"
-    with SnapvcSaver(path) as saver:
-        graph = build(saver)
-        for turn in range(4):
-            _turn(graph, turn)
+    _on_file(path, build, 4)
     stored = _stored(path, build)
     assert stored == expected
     latest = stored[0][1]["messages"]
@@ -146,10 +151,7 @@ def _replacing(saver: BaseCheckpointSaver) -> Any:
 def test_a_message_replaced_after_a_get_tuple_is_stored(tmp_path: Path) -> None:
     expected = _in_memory(_replacing, 3)
     path = tmp_path / "replace.snapvc"
-    with SnapvcSaver(path) as saver:
-        graph = _replacing(saver)
-        for turn in range(3):
-            _turn(graph, turn)
+    _on_file(path, _replacing, 3)
     stored = _stored(path, _replacing)
     assert stored == expected
     assert stored[0][1]["messages"][0].content == "question 0, replaced in turn 3"

@@ -29,6 +29,7 @@ from snapvc.encoding.adapters import adapter_for_value
 from snapvc.encoding.nodes import decode_node, map_leaf_encodings, seq_leaf_encodings
 from snapvc.encoding.prolly import Level, NodeRec
 from snapvc.encoding.reader import Loader
+from snapvc.encoding.splice import inner_levels
 from snapvc.encoding.values import REF_PREFIX, new_packer
 from snapvc.encoding.writer import (
     _IMMUTABLE,
@@ -128,43 +129,19 @@ class Seeder:
         entries: ``(key, key encoding, value encoding)`` for maps, value encodings for lists)."""
         if node[1] == 0:
             return None, self._leaf(kind, oid, raw)
-        levels: list[Level] = []  # from the root down, reversed below
-        nodes = [(oid, node)]
-        while True:
-            level_entries: list[Any] = []
-            recs: list[NodeRec] = []
-            leaves = nodes[0][1][1] == 1
-            children: list[bytes] = []
-            for node_id, inner in nodes:
-                start = len(level_entries)
-                if kind == MAP:
-                    level_entries += [(self._pack(k), REF_PREFIX + c, n) for k, c, n in zip(inner[2], inner[3], inner[4])]
-                    children += inner[3]
-                else:
-                    level_entries += [(REF_PREFIX + c, n) for c, n in zip(inner[2], inner[3])]
-                    children += inner[2]
-                recs.append(NodeRec(start, len(level_entries), True, REF_PREFIX + node_id,
-                                    sum(e[-1] for e in level_entries[start:]),
-                                    level_entries[start][0] if kind == MAP else None))
-            recs[-1] = recs[-1]._replace(closed=False)  # perhaps open: re-cut rather than reused
-            levels.append(Level(level_entries, recs))
-            found = self.loader.fetch_many(children)
-            if leaves:
-                entries: list[Any] = []
-                leaf_recs: list[NodeRec] = []
-                for child in children:
-                    start = len(entries)
-                    entries += self._leaf(kind, child, found[child])
-                    leaf_recs.append(NodeRec(start, len(entries), True, REF_PREFIX + child, len(entries) - start,
-                                             entries[start][1] if kind == MAP else None))
-                leaf_recs[-1] = leaf_recs[-1]._replace(closed=False)
-                if kind == MAP:
-                    levels.append(Level([(kb, v) for _, kb, v in entries], leaf_recs))
-                else:
-                    levels.append(Level(entries, leaf_recs))
-                levels.reverse()
-                return levels, entries
-            nodes = [(c, decode_node(c, found[c], rebuild_types=False)[1]) for c in children]
+        levels = inner_levels(self.loader, kind, oid, node, self._pack)
+        leaves = [e[-2][len(REF_PREFIX):] for e in levels[0].entries]
+        found = self.loader.fetch_many(leaves)
+        entries: list[Any] = []
+        recs: list[NodeRec] = []
+        for leaf in leaves:
+            start = len(entries)
+            entries += self._leaf(kind, leaf, found[leaf])
+            recs.append(NodeRec(start, len(entries), True, REF_PREFIX + leaf, len(entries) - start,
+                                entries[start][1] if kind == MAP else None))
+        recs[-1] = recs[-1]._replace(closed=False)  # perhaps open: re-cut rather than reused
+        level0 = [(kb, v) for _, kb, v in entries] if kind == MAP else entries
+        return [Level(level0, recs), *levels], entries
 
     def _leaf(self, kind: int, oid: bytes, raw: bytes) -> list[Any]:
         if kind == MAP:

@@ -43,7 +43,7 @@ from snapvc.encoding.writer import (
 from snapvc.ids import ObjectId
 from snapvc.objects import MAP, SEQ, object_bytes
 
-__all__ = ["TreeSplicer"]
+__all__ = ["TreeSplicer", "inner_levels"]
 
 SeqEdit = tuple[int, int, list[bytes]]  # replace old positions [start, end) by these encodings
 
@@ -133,24 +133,7 @@ class TreeSplicer:
         """The old tree's inner levels, read a level at a time."""
         root = self.loader.node(view.id)[1]
         tag = root[0]
-        nodes = [(bytes(view.id), root)]
-        levels: list[Level] = []  # by level from 1 up (filled top-down, reversed below)
-        while nodes[0][1][1] > 0:
-            entries: list[Any] = []
-            recs: list[NodeRec] = []
-            for oid, node in nodes:
-                start = len(entries)
-                entries += _inner_entries(kind, node, self._pack)
-                recs.append(NodeRec(start, len(entries), True, REF_PREFIX + oid, sum(e[-1] for e in entries[start:]),
-                                    entries[start][0] if kind == MAP else None))
-            recs[-1] = recs[-1]._replace(closed=False)  # perhaps open: re-cut rather than reused
-            levels.append(Level(entries, recs))
-            if nodes[0][1][1] == 1:
-                break
-            children = [e[-2][len(REF_PREFIX):] for e in entries]
-            found = self.loader.fetch_many(children)
-            nodes = [(c, decode_node(c, found[c])[1]) for c in children]
-        levels.reverse()
+        levels = inner_levels(self.loader, kind, bytes(view.id), root, self._pack)
         if levels:
             leaves = levels[0].entries
         else:  # the root is a single leaf
@@ -248,6 +231,32 @@ class _Skeleton:
 
     def leaf_id(self, k: int) -> ObjectId:
         return ObjectId(self.leaves[k][-2][len(REF_PREFIX):])
+
+
+def inner_levels(loader: Loader, kind: int, oid: bytes, root: list[Any], pack: Callable[[Any], bytes]) -> list[Level]:
+    """The inner levels of the stored tree ``oid`` (``root``, its decoded node), from level
+    1 up, as the encoder keeps them (see ``Encoder._build``), read a level at a time; empty
+    for a single leaf. Each level's last node is marked open (perhaps cut at the end of
+    its entries, not at a boundary): a re-cut rather than a reuse decides it."""
+    nodes = [(oid, root)]
+    levels: list[Level] = []  # filled top-down, reversed below
+    while nodes[0][1][1] > 0:
+        entries: list[Any] = []
+        recs: list[NodeRec] = []
+        for node_id, node in nodes:
+            start = len(entries)
+            entries += _inner_entries(kind, node, pack)
+            recs.append(NodeRec(start, len(entries), True, REF_PREFIX + node_id, sum(e[-1] for e in entries[start:]),
+                                entries[start][0] if kind == MAP else None))
+        recs[-1] = recs[-1]._replace(closed=False)
+        levels.append(Level(entries, recs))
+        if nodes[0][1][1] == 1:
+            break
+        children = [e[-2][len(REF_PREFIX):] for e in entries]
+        found = loader.fetch_many(children)
+        nodes = [(c, decode_node(c, found[c])[1]) for c in children]
+    levels.reverse()
+    return levels
 
 
 def _inner_entries(kind: int, node: list[Any], pack: Callable[[Any], bytes]) -> list[Any]:

@@ -334,9 +334,14 @@ class EncodeCache:
         ``node`` (its tree, kind and type tag) as what stood at its path."""
         self.loaded[id(obj)] = entry
         if path is not None:
+            # Within the same bounds as at a commit: loads of many states keep only so much.
             if len(entry.entries) >= _ADOPT_MIN:
+                if len(self.old_at) >= _MAX_ADOPTABLE:
+                    self.old_at = {}
                 self.old_at[path] = entry
             if node is not None:
+                if len(self.old_paths) >= _MAX_PATHS:
+                    self.old_paths = {}
                 self.old_paths[path] = (node[0], entry.enc, node[1], node[2])
 
     def keep(self, objs: list[Any]) -> None:
@@ -667,8 +672,9 @@ class Encoder:
                 return None  # e.g. a typed value of an adapter of your own: confirmed through its entry
             belows.append((child, below))
             total += len(below.dicts) + len(below.seqs) + len(below.objs)
-        found = _Deep.of(unknown) if unknown else None
+        found = None
         if unknown:
+            found = _Deep.of(unknown)
             if found is None:
                 return None
             total += len(found.dicts) + len(found.seqs) + len(found.objs)
