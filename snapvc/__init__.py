@@ -20,7 +20,7 @@ See ``docs/`` and ``DESIGN.md`` for the model: objects, refs, commits.
 
 from __future__ import annotations
 
-from snapvc.diff import Change, KeyChanges, key_changes
+from snapvc.diff.changes import Change, KeyChanges, key_changes
 from snapvc.encoding.adapters import register_type
 from snapvc.encoding.jsonable import from_jsonable, to_jsonable
 from snapvc.encoding.reader import MapView, SeqView
@@ -62,19 +62,19 @@ from snapvc.errors import (
     UnsafeGcError,
     UnsupportedValueError,
 )
-from snapvc.history import HistoryEntry
+from snapvc.repository.history import HistoryEntry
 from snapvc.ids import ObjectId
-from snapvc.merge import ABSENT, Conflict, MergeResult, merge_values
+from snapvc.diff.merge import ABSENT, Conflict, MergeResult, merge_values
 from snapvc.objects import Commit
-from snapvc.patch import DiffStat, apply_changes, apply_patch, diff_stat, to_json_patch
+from snapvc.diff.patch import DiffStat, apply_changes, apply_patch, diff_stat, to_json_patch
 from snapvc.refs.base import ReflogEntry
-from snapvc.git.results import ExportResult, ImportResult
+from snapvc.maintenance.git.results import ExportResult, ImportResult
 from snapvc.maintenance import FsckReport, GcReport, Keep
-from snapvc.repository import BranchStats, Repository, RepoStats, import_git, open
-from snapvc.state import Checkpoint, State
-from snapvc.sync import FetchResult, PullResult, PushResult, Remote, TransferStats, clone
-from snapvc.threads import Session, Thread, parse_thread_branch, thread_branch
-from snapvc.runner import END, Runner, Step
+from snapvc.repository.core import BranchStats, Repository, RepoStats, import_git, open
+from snapvc.agent.state import Checkpoint, State
+from snapvc.maintenance.sync import FetchResult, PullResult, PushResult, Remote, TransferStats, clone
+from snapvc.agent.threads import Session, Thread, parse_thread_branch, thread_branch
+from snapvc.agent.runner import END, Runner, Step
 from snapvc import aio  # noqa: E402  (the async API: after the names it wraps)
 
 __version__ = "0.1.0"

@@ -51,18 +51,18 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
-from snapvc.diff import Change
+from snapvc.diff.changes import Change
 from snapvc.encoding.reader import MapView
 from snapvc.errors import RepositoryError
-from snapvc.history import HistoryEntry
+from snapvc.repository.history import HistoryEntry
 from snapvc.ids import ObjectId
-from snapvc.merge import MergeResult, Resolve
+from snapvc.diff.merge import MergeResult, Resolve
 from snapvc.objects import Commit
 from snapvc.refs.base import ReflogEntry
-from snapvc.repository import Repository, RepoStats
-from snapvc.repository import open as open_sync
-from snapvc.state import Checkpoint, State, StatePath
-from snapvc.threads import Session, Thread
+from snapvc.repository.core import Repository, RepoStats
+from snapvc.repository.core import open as open_sync
+from snapvc.agent.state import Checkpoint, State, StatePath
+from snapvc.agent.threads import Session, Thread
 
 __all__ = ["AsyncRepository", "AsyncSession", "AsyncState", "AsyncThread", "open"]
 

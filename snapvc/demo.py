@@ -21,7 +21,7 @@ from rich.text import Text
 import snapvc
 from snapvc.cli.graph import graph_rows
 from snapvc.cli.render import commit_line, graph_markup, labels_by_commit, render_changes
-from snapvc.diff import format_path
+from snapvc.diff.changes import format_path
 
 __all__ = ["run_demo"]
 

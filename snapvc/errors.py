@@ -297,7 +297,7 @@ class DamagedRowsError(RepositoryError):
 
 class UnsafeGcError(RepositoryError):
     """A gc refused because its grace period is shorter than the backend's safe minimum
-    beside concurrent writers (on S3, ``snapvc.store.s3.GcTiming.min_grace``): objects a
+    beside concurrent writers (on S3, ``snapvc.backends.s3.objects.GcTiming.min_grace``): objects a
     writer is about to rely on could be swept. ``location`` is the repository,
     ``grace`` and ``minimum`` the periods in seconds. With no other client writing,
     ``gc(force=True)`` (``snapvc gc --force``) runs it anyway."""

@@ -24,7 +24,7 @@ from snapvc.errors import (
 )
 from snapvc.ids import ObjectId
 from snapvc.objects import COMMIT, Commit, object_bytes
-from snapvc.store.commit_index import SqliteCommitIndex
+from snapvc.backends.sqlite.commit_index import SqliteCommitIndex
 
 MAIN = "refs/heads/main"
 TREE = ObjectId.of(b"a tree")

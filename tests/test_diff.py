@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import snapvc
-from snapvc.diff import Change, diff_values
+from snapvc.diff.changes import Change, diff_values
 from snapvc.encoding.reader import tree_root
 from tests.exact import same
 

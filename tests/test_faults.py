@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 import snapvc
-from snapvc.backend import open_backend
+from snapvc.backends.base import open_backend
 from snapvc.errors import CorruptObjectError, ObjectNotFoundError
 from snapvc.ids import hash_bytes
-from snapvc.repository import Repository
+from snapvc.repository.core import Repository
 from snapvc.store.codec import open_object_store
 from snapvc.store.faulty import FaultyStore
 

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import snapvc
-from snapvc.git.layout import TreeWriter, escape_key, state_of, unescape_key
+from snapvc.maintenance.git.layout import TreeWriter, escape_key, state_of, unescape_key
 from tests.test_cli import run
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="the git command checks what is exported")

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import snapvc
-from snapvc.git.layout import escape_key, state_of, unescape_key
+from snapvc.maintenance.git.layout import escape_key, state_of, unescape_key
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="the hostile repositories are built with git")
 

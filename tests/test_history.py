@@ -13,7 +13,7 @@ import pytest
 
 import snapvc
 from snapvc import HistoryEntry, PathError
-from snapvc.diff import diff_values
+from snapvc.diff.changes import diff_values
 from tests.fakes import TickingClock
 
 

@@ -37,7 +37,7 @@ from snapvc.ids import ObjectId, hash_bytes
 from snapvc.maintenance.graph import read_children
 from snapvc.objects import COMMIT, MAP, SEQ, TEXT, Commit, split_object
 from snapvc.store.codec import CompressedStore, Dictionary, _varint, decode_frame, encode_delta_frame, encode_frame
-from snapvc.store.memory import MemoryObjectStore
+from snapvc.backends.memory.objects import MemoryObjectStore
 
 EXAMPLES = int(os.environ.get("SNAPVC_FUZZ_EXAMPLES", "1500"))
 # A deadline far above what a decoder takes (microseconds) catches a hang, not a slow machine.

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import snapvc
 from snapvc import ABSENT, Conflict, MergeResult, merge_values
-from snapvc.diff import plain_value
+from snapvc.diff.changes import plain_value
 from snapvc.encoding.reader import MapView, SeqView, tree_root
 from snapvc.encoding.splice import TreeSplicer
 from snapvc.encoding.writer import element_encoder
@@ -324,7 +324,7 @@ def test_merge_base_walks_long_histories(repo: snapvc.Repository) -> None:
 # none to 600 entries (a prolly tree of several nodes past a few KiB), and edit it on two
 # sides: keys changed, removed, added or edited inside, alike or not; one splice of the
 # log each, at positions drawn so that both sides often meet. A model written from the
-# rules in ``snapvc.merge``'s docstring gives the merged state and the conflicts; the merge
+# rules in ``snapvc.diff.merge``'s docstring gives the merged state and the conflicts; the merge
 # of plain dicts, the merge of the stored states' lazy views and ``Repository.merge`` must
 # all agree with it.
 

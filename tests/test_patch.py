@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import snapvc
 from snapvc import DiffStat, PatchError, PathError, apply_changes, apply_patch, diff_stat, to_json_patch
-from snapvc.diff import Change, diff_values
-from snapvc.patch import DiffStatRow, format_pointer, parse_pointer
+from snapvc.diff.changes import Change, diff_values
+from snapvc.diff.patch import DiffStatRow, format_pointer, parse_pointer
 from tests.exact import same
 
 LAWS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -27,7 +27,7 @@ from snapvc import (
     UnknownRevisionError,
 )
 from snapvc.encoding.writer import Encoder
-from snapvc.store.sqlite import WAL_MAX_BYTES
+from snapvc.backends.sqlite.objects import WAL_MAX_BYTES
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, COMMIT
 from tests.fakes import TickingClock
@@ -797,7 +797,7 @@ WRITER = textwrap.dedent(
     import os, sys, time
     sys.path.insert(0, {root!r})
     import snapvc
-    from snapvc.backend import open_backend
+    from snapvc.backends.base import open_backend
 
     path, who, other, n, meet, mode = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
     waiting = [True]

@@ -13,7 +13,8 @@ from snapvc.errors import (
     UnknownRevisionError,
 )
 from snapvc.ids import ObjectId
-from snapvc.refs import MemoryRefStore, Rev, parse_rev, resolve_rev
+from snapvc.backends.memory.refs import MemoryRefStore
+from snapvc.refs import Rev, parse_rev, resolve_rev
 
 # --- parsing -----------------------------------------------------------------------
 

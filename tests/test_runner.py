@@ -1,4 +1,4 @@
-"""The step runner (snapvc/runner.py): checkpoints after each step, graphs, rollback and
+"""The step runner (snapvc/agent/runner.py): checkpoints after each step, graphs, rollback and
 retries, resume after a failure, async steps, durability modes, bad inputs."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 import snapvc
 from snapvc import Checkpoint, State
-from snapvc.runner import END, Runner, Step
+from snapvc.agent.runner import END, Runner, Step
 
 COMMITS = "SELECT count(*) FROM commits"
 

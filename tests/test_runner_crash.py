@@ -27,7 +27,7 @@ import sys
 import time
 
 import snapvc
-from snapvc.runner import Runner, Step
+from snapvc.agent.runner import Runner, Step
 
 repo_path, log_path, durability = sys.argv[1:4]
 log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)

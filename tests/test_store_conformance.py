@@ -21,8 +21,8 @@ from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, object_bytes
 from snapvc.store.base import ObjectStore, StoreSizes
 from snapvc.store.codec import open_object_store
-from snapvc.store.memory import MemoryObjectStore
-from snapvc.store.sqlite import SqliteFile, SqliteObjectStore
+from snapvc.backends.memory.objects import MemoryObjectStore
+from snapvc.backends.sqlite.objects import SqliteFile, SqliteObjectStore
 
 
 class FakeClock:
@@ -54,7 +54,7 @@ def make_raw(kind: str, tmp_path: Path, clock: FakeClock,
         store = MemoryObjectStore(clock=clock)
         return store, lambda: None, lambda: store
     if kind == "s3":  # a real S3 server: SeaweedFS on 127.0.0.1 (tests/conftest.py)
-        from snapvc.store.s3 import Packs, S3Client, S3Location, S3ObjectStore
+        from snapvc.backends.s3.objects import Packs, S3Client, S3Location, S3ObjectStore
 
         location = S3Location.parse(request.getfixturevalue("s3_url"))
         clients = [S3Client(location)]

@@ -1,4 +1,4 @@
-"""Sync between repositories (``snapvc.sync``): push, fetch, pull, clone, remotes — between
+"""Sync between repositories (``snapvc.maintenance.sync``): push, fetch, pull, clone, remotes — between
 embedded files, memory and S3 (a real SeaweedFS, tests/conftest.py), and the commands."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import snapvc
-import snapvc.sync
+import snapvc.maintenance.sync
 from snapvc.cli.main import cli
 from snapvc.errors import PushRejectedError, RefConflictError, RepositoryError
 from snapvc.store.codec import CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT
@@ -351,7 +351,7 @@ def test_s3_to_s3_clone_and_push(local: snapvc.Repository, s3_bucket: str) -> No
 def test_commits_sent_are_young_until_a_ref_reaches_them(local: snapvc.Repository, tmp_path: Path) -> None:
     agent_run(local, 3)
     with snapvc.open(tmp_path / "dst.snapvc") as dst:
-        snapvc.sync.copy_history(local, dst, [local.resolve("main")])  # as a push does before its ref moves
+        snapvc.maintenance.sync.copy_history(local, dst, [local.resolve("main")])  # as a push does before its ref moves
         report = dst.gc(dry_run=True)  # the default grace period: nothing young goes
         assert not report.removed_commits and not report.removed_objects
         assert dst.gc(dry_run=True, grace=0).removed_commits  # without a grace period they would
@@ -361,7 +361,7 @@ def test_a_push_after_an_interrupted_one_sends_what_the_first_left_out(local: sn
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     state = library_run(local, 8)
     remote = snapvc.open("memory://")
-    monkeypatch.setattr(snapvc.sync, "BATCH_BYTES", 1)  # a batch per level of the trees
+    monkeypatch.setattr(snapvc.maintenance.sync, "BATCH_BYTES", 1)  # a batch per level of the trees
     put_many = remote.backend.objects.put_many
     calls = 0
 

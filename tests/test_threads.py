@@ -1,4 +1,4 @@
-"""Threads and sessions (snapvc/threads.py), per-field versions, and the State's
+"""Threads and sessions (snapvc/agent/threads.py), per-field versions, and the State's
 history, diff and versions; the repository's durability setting and deferred block."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from rich.markup import escape
 import snapvc
 from snapvc.cli.common import Output, commit_json, open_repo, parse_assignments, pass_output, repo_command, rev_completion
 from snapvc.cli.render import commit_line
-from snapvc.diff import format_path, plain_value, short_repr
+from snapvc.diff.changes import format_path, plain_value, short_repr
 
 __all__ = ["branch", "cherry_pick", "commit", "init", "merge", "reset", "revert", "tag"]
 

@@ -16,7 +16,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 import snapvc
-from snapvc.diff import changed_region, format_path, plain_value, short_repr
+from snapvc.diff.changes import changed_region, format_path, plain_value, short_repr
 
 __all__ = ["LONG_TEXT", "change_json", "commit_line", "decoration", "graph_markup", "labels_by_commit", "render_changes"]
 

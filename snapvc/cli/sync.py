@@ -12,7 +12,7 @@ from rich.markup import escape
 
 import snapvc
 from snapvc.cli.common import Output, open_repo, pass_output, progress_bar, repo_command, rev_completion
-from snapvc.sync import FetchResult, TransferStats
+from snapvc.maintenance.sync import FetchResult, TransferStats
 
 __all__ = ["remote", "push", "fetch", "pull", "clone"]
 
@@ -53,7 +53,7 @@ def remote(out: Output, repo_path: str | None, as_json: bool, action: str, name:
         elif action == "remove":
             if not name:
                 raise click.UsageError("snapvc remote remove NAME")
-            from snapvc import sync
+            from snapvc.maintenance import sync
 
             sync.remove_remote(repo, name)
         remotes = repo.remotes()

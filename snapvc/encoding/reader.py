@@ -5,7 +5,7 @@ caller may mutate); it fetches the objects level by level in batches. ``Loader.v
 returns a lazy ``MapView``/``SeqView`` that loads only the objects on the path it is
 asked for, so reading one message of a long history reads a handful of objects.
 ``Part``s are the pieces of a MAP or SEQ tree in order, subtrees not yet read or leaf
-entries: what a walk that skips whole subtrees by id (``snapvc.diff``) works on.
+entries: what a walk that skips whole subtrees by id (``snapvc.diff.changes``) works on.
 """
 
 from __future__ import annotations

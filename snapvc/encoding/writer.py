@@ -1279,7 +1279,7 @@ def element_encoder(loader: Loader | None = None) -> Callable[[Any], bytes]:
     """A function giving the bytes a value is written as inside its parent: its inline
     encoding, or a reference to the object it would be stored as (computed, not kept).
     Two values have equal encodings exactly when they are stored alike, which is what a
-    sequence diff compares list elements by (``snapvc.diff``). Views read through
+    sequence diff compares list elements by (``snapvc.diff.changes``). Views read through
     ``loader`` give their own ids, unread."""
     encoder = Encoder(loader=loader)
 

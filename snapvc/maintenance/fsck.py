@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
-from snapvc import sync
+from snapvc.maintenance import sync
 from snapvc.encoding.jsonable import to_jsonable
 from snapvc.errors import CorruptObjectError, DamagedRowsError, ObjectNotFoundError, RefError, RepositoryError, SnapvcError
 from snapvc.files import write_atomically
@@ -41,7 +41,7 @@ from snapvc.objects import COMMIT, KIND_NAMES, Commit, split_object
 from snapvc.store.codec import open_object_store
 
 if TYPE_CHECKING:
-    from snapvc.repository import Repository
+    from snapvc.repository.core import Repository
 
 __all__ = ["Problem", "FsckReport", "SalvageResult", "fsck", "salvage", "no_progress"]
 

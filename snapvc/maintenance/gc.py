@@ -65,7 +65,7 @@ from snapvc.refs.names import HEADS
 from snapvc.store.codec import open_object_store
 
 if TYPE_CHECKING:
-    from snapvc.repository import Repository
+    from snapvc.repository.core import Repository
 
 __all__ = ["Keep", "Rewrite", "GcPlan", "GcReport", "plan_gc", "sweep", "gc", "thin_history", "DEFAULT_GRACE",
            "DEFAULT_REFLOG_EXPIRY"]
@@ -213,7 +213,7 @@ class GcReport:
 
     def __str__(self) -> str:
         verb = "would remove" if self.dry_run else "removed"
-        from snapvc.repository import format_bytes
+        from snapvc.repository.core import format_bytes
 
         text = (f"{verb} {len(self.removed_objects)} of {self.objects_before} objects and "
                 f"{len(self.removed_commits)} of {self.commits_before} commits, "
@@ -502,7 +502,7 @@ def gc(repo: Repository, *, dry_run: bool = False, grace: timedelta | float = DE
        progress: Progress = no_progress, force: bool = False) -> GcReport:
     """Thin history by ``keep`` (if given), plan, then sweep (unless ``dry_run``). A grace
     below the backend's safe minimum beside writers (``Backend.min_gc_grace``: on S3,
-    ``snapvc.store.s3.GcTiming.min_grace``) is refused unless ``force``: say so only
+    ``snapvc.backends.s3.objects.GcTiming.min_grace``) is refused unless ``force``: say so only
     when no other client is writing."""
     started = time.perf_counter()
     grace_s, expiry_s = _seconds(grace, "grace"), _seconds(reflog_expiry, "reflog_expiry")

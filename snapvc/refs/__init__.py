@@ -1,6 +1,6 @@
 """Refs: named, movable pointers to commits, their reflog, ref-name rules and rev syntax.
 
-``RefStore`` (``base``) is the protocol, with a memory and an SQLite backend;
+``RefStore`` (``base``) is the protocol (each backend in ``snapvc.backends`` has one);
 ``names`` holds git's ref-name rules; ``revs`` parses and resolves ``main~2^2``,
 ``main@{1}`` and id prefixes.
 """
@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 from snapvc.refs.base import ReflogEntry, RefStore
-from snapvc.refs.memory import MemoryRefStore
 from snapvc.refs.names import (
     branch_ref,
     check_full_ref_name,
@@ -17,13 +16,10 @@ from snapvc.refs.names import (
     tag_ref,
 )
 from snapvc.refs.revs import Rev, parse_rev, resolve_rev
-from snapvc.refs.sqlite import SqliteRefStore
 
 __all__ = [
     "ReflogEntry",
     "RefStore",
-    "MemoryRefStore",
-    "SqliteRefStore",
     "check_ref_name",
     "check_full_ref_name",
     "branch_ref",

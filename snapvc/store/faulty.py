@@ -7,7 +7,7 @@ damages what reads return: a flipped bit, a truncated frame, an object gone. It 
 in the library, not only in the tests, so that code built on snapvc can check its own
 handling of storage faults the same way (as kopia's ``blobtesting/faulty.go`` does)::
 
-    backend = snapvc.backend.open_backend("test.snapvc")
+    backend = snapvc.backends.base.open_backend("test.snapvc")
     faulty = FaultyStore(backend.objects)
     backend.objects = faulty
     repo = snapvc.Repository(backend)

@@ -2,7 +2,7 @@
 graph executor, resuming from the last successful step after a failure, opt-in, and
 persisted through the storage backend.
 
-Hive's ``CheckpointManager`` wired into its ``GraphExecutor`` is ``snapvc.runner.Runner``
+Hive's ``CheckpointManager`` wired into its ``GraphExecutor`` is ``snapvc.agent.runner.Runner``
 over a graph of ``Step``s whose ``next`` routes; the storage backend is the repository.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import snapvc
-from snapvc.runner import END, Runner, Step
+from snapvc.agent.runner import END, Runner, Step
 
 
 def _graph(log: list[str], fail_once: set[str]) -> list[Step]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import snapvc
-from snapvc.runner import Runner
+from snapvc.agent.runner import Runner
 
 
 @pytest.fixture

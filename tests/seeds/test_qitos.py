@@ -3,7 +3,7 @@ checkpoint_id, resuming an interrupted run, forking into a new thread, same-thre
 travel, durability modes and per-field state versions.
 
 QitOS's ``Engine`` runs an agent step by step with a checkpoint store; here a
-``snapvc.runner.Runner`` runs the agent's steps on a thread, and the thread is the
+``snapvc.agent.runner.Runner`` runs the agent's steps on a thread, and the thread is the
 store: ``store.get_tuple(CheckpointConfig(thread_id=...))`` is ``repo.thread(...).latest``.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import snapvc
-from snapvc.runner import Runner, Step
+from snapvc.agent.runner import Runner, Step
 
 
 class Interrupted(Exception):

@@ -4,7 +4,7 @@ status, metrics), the latest checkpoint or one by step, per-key history, and
 ResumableWorkflow's automatic rollback and resume.
 
 ``SharedState`` is a ``State``; a workflow id is a thread; ``create_checkpoint`` is a
-save with the step's metadata; ``ResumableWorkflow`` is ``snapvc.runner.Runner``.
+save with the step's metadata; ``ResumableWorkflow`` is ``snapvc.agent.runner.Runner``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import snapvc
-from snapvc.runner import Runner, Step
+from snapvc.agent.runner import Runner, Step
 
 COMPLETED = "completed"
 

@@ -5,7 +5,7 @@ How LangGraph's records map onto the repository (``docs/langgraph.md`` shows it 
 =============================  =========================================================
 LangGraph                      snapvc
 =============================  =========================================================
-thread ``t``, namespace ``ns``  the branch ``thread_branch(t, ns)`` (``snapvc.threads``):
+thread ``t``, namespace ``ns``  the branch ``thread_branch(t, ns)`` (``snapvc.agent.threads``):
                                ``t``, and ``t/<ns>`` for a subgraph's namespace
 checkpoint                     a commit on it; its state is the channel values
                                (``{"messages": [...], ...}``), so ``snapvc log``,
@@ -89,9 +89,9 @@ from snapvc.integrations.langgraph.values import (
 )
 from snapvc.objects import Commit
 from snapvc.refs.names import HEADS
-from snapvc.repository import DEFAULT_BRANCH, Repository
-from snapvc.state import State
-from snapvc.threads import parse_thread_branch, thread_branch
+from snapvc.repository.core import DEFAULT_BRANCH, Repository
+from snapvc.agent.state import State
+from snapvc.agent.threads import parse_thread_branch, thread_branch
 
 __all__ = ["SnapvcSaver", "KEY", "FORKS", "WRITES"]
 

@@ -1,7 +1,7 @@
 """Where a repository lives: the object store, ref store and commit index of one location.
 
 ``open_backend("memory://")`` keeps everything in this process; ``s3://bucket/prefix``
-is a repository on S3-compatible storage (``snapvc.backend_s3``); any other location is
+is a repository on S3-compatible storage (``snapvc.backends.s3.backend``); any other location is
 a path to the embedded default, one SQLite file holding all three.
 """
 
@@ -18,12 +18,12 @@ from typing import Any, Callable
 from snapvc.errors import InvalidArgumentError, RepositoryError
 from snapvc.ids import ObjectId
 from snapvc.refs.base import RefStore
-from snapvc.refs.memory import MemoryRefStore
-from snapvc.refs.sqlite import SqliteRefStore
+from snapvc.backends.memory.refs import MemoryRefStore
+from snapvc.backends.sqlite.refs import SqliteRefStore
 from snapvc.store.base import ObjectStore
-from snapvc.store.commit_index import CommitIndex, MemoryCommitIndex, SqliteCommitIndex
-from snapvc.store.memory import MemoryObjectStore
-from snapvc.store.sqlite import SqliteFile, SqliteObjectStore, check_durability, wrong
+from snapvc.backends.sqlite.commit_index import CommitIndex, MemoryCommitIndex, SqliteCommitIndex
+from snapvc.backends.memory.objects import MemoryObjectStore
+from snapvc.backends.sqlite.objects import SqliteFile, SqliteObjectStore, check_durability, wrong
 
 __all__ = ["Backend", "open_backend", "MEMORY_URL"]
 
@@ -79,13 +79,13 @@ class Backend:
     def reusable(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
         """The subset of ``ids`` a write may skip as stored instead of putting them again:
         here every stored one, as a sweep excludes every writer. (On S3 only those whose
-        bytes were stored recently: ``snapvc.backend_s3``.)"""
+        bytes were stored recently: ``snapvc.backends.s3.backend``.)"""
         return self.objects.has_many(ids)
 
     def min_gc_grace(self) -> float:
         """The shortest grace period (seconds) a gc may use while other writers are
         active. None needed here: a sweep is one transaction, which excludes every writer
-        (S3 has its own, ``snapvc.backend_s3``)."""
+        (S3 has its own, ``snapvc.backends.s3.backend``)."""
         return 0.0
 
     def delete_garbage(self, ids: list[ObjectId], *, commits: bool, older_than: float) -> int:
@@ -108,7 +108,7 @@ class Backend:
 
     @property
     def durability(self) -> str:
-        """The durability mode (``snapvc.store.sqlite``); a memory backend has none to
+        """The durability mode (``snapvc.backends.sqlite.objects``); a memory backend has none to
         choose, and keeps the name it was given."""
         return self.file.durability if self.file is not None else self._durability
 
@@ -129,11 +129,11 @@ class Backend:
 def open_backend(location: str | os.PathLike[str], *, create: bool = True, durability: str = "normal",
                  clock: Callable[[], float] | None = None, **options: Any) -> Backend:
     """The backend at ``location``. ``options`` are for S3 locations (``endpoint``,
-    ``region``: see ``snapvc.backend_s3.open_s3_backend``)."""
+    ``region``: see ``snapvc.backends.s3.backend.open_s3_backend``)."""
     kw = {"clock": clock} if clock is not None else {}
     text = os.fspath(location)
     if text.startswith("s3://"):
-        from snapvc.backend_s3 import open_s3_backend  # obstore loads here, not with snapvc
+        from snapvc.backends.s3.backend import open_s3_backend  # obstore loads here, not with snapvc
 
         return open_s3_backend(text, create=create, durability=durability, clock=clock, **options)
     if options:

@@ -41,7 +41,7 @@ from snapvc.errors import RefConflictError, RefError
 from snapvc.ids import ObjectId
 from snapvc.refs.base import ReflogEntry, _as_id, _check_symbolic
 from snapvc.refs.names import check_full_ref_name
-from snapvc.store.s3 import PreconditionFailed, S3Client
+from snapvc.backends.s3.objects import PreconditionFailed, S3Client
 
 __all__ = ["S3RefStore", "REFLOG_TAIL"]
 

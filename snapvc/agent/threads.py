@@ -40,10 +40,10 @@ from snapvc.errors import CheckpointNotFoundError, InvalidArgumentError, Invalid
 from snapvc.ids import ObjectId
 from snapvc.objects import Commit, metadata_filter
 from snapvc.refs.names import branch_ref
-from snapvc.state import Checkpoint, State
+from snapvc.agent.state import Checkpoint, State
 
 if TYPE_CHECKING:
-    from snapvc.repository import Repository
+    from snapvc.repository.core import Repository
 
 __all__ = ["Session", "Thread", "parse_thread_branch", "thread_branch"]
 

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from snapvc.errors import CorruptObjectError
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.objects import Commit
-from snapvc.store.sqlite import SqliteFile, _chunks, is_number, wrong
+from snapvc.backends.sqlite.objects import SqliteFile, _chunks, is_number, wrong
 
 __all__ = ["CommitIndex", "MemoryCommitIndex", "SqliteCommitIndex"]
 

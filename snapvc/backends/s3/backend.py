@@ -1,7 +1,7 @@
 """A repository on S3-compatible object storage: ``snapvc.open("s3://bucket/prefix", endpoint=..., region=...)``.
 
-Assembles the S3 object store and commit index (``snapvc.store.s3``, packs) and the S3
-ref store (``snapvc.refs.s3``, conditional writes) over one client. Needs the ``s3``
+Assembles the S3 object store and commit index (``snapvc.backends.s3.objects``, packs) and the S3
+ref store (``snapvc.backends.s3.refs``, conditional writes) over one client. Needs the ``s3``
 extra (``pip install 'snapvc[s3]'``: obstore). Credentials come from the environment,
 as for any AWS client (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ...).
 
@@ -17,7 +17,7 @@ and its ref writes leaves the same: never a ref to something missing.
 What gc means here: nothing excludes writers from a sweep, so writers rely only on
 recently stored bytes and the sweep removes only entries that stayed older than its
 cutoff, which is safe for grace periods of at least ``GcTiming.min_grace`` (30 minutes
-by default; ``snapvc.store.s3``, "gc beside writers", has the rules and why they hold).
+by default; ``snapvc.backends.s3.objects``, "gc beside writers", has the rules and why they hold).
 ``open_s3_backend(..., gc_timing=GcTiming(...))`` states other bounds; every client of
 one repository must state the same.
 """
@@ -30,11 +30,11 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from snapvc.backend import Backend
+from snapvc.backends.base import Backend
 from snapvc.errors import InvalidArgumentError
 from snapvc.ids import ObjectId
-from snapvc.refs.s3 import S3RefStore
-from snapvc.store.s3 import (
+from snapvc.backends.s3.refs import S3RefStore
+from snapvc.backends.s3.objects import (
     DiskCache,
     GcTiming,
     Packs,
@@ -47,7 +47,7 @@ from snapvc.store.s3 import (
     read_meta,
     write_meta,
 )
-from snapvc.store.sqlite import check_durability
+from snapvc.backends.sqlite.objects import check_durability
 
 __all__ = ["S3Backend", "open_s3_backend"]
 
@@ -136,7 +136,7 @@ class S3Backend(Backend):
     def repack(self) -> int:
         """Merge the small packs (a pack per commit made straight to S3) into large ones,
         so a new client's checkout reads a few packs rather than one per commit; returns
-        how many packs were merged (``snapvc.store.s3.Packs.repack``)."""
+        how many packs were merged (``snapvc.backends.s3.objects.Packs.repack``)."""
         assert self.packs is not None
         return self.packs.repack()
 
@@ -162,13 +162,13 @@ def open_s3_backend(url: str, *, create: bool = True, durability: str = "normal"
     for a local server; default ``AWS_ENDPOINT_URL`` or AWS) and ``region`` (default
     ``AWS_REGION``). Created (a marker object under the prefix) unless ``create`` is False.
     ``cache_dir``: a folder where pack headers and frames read or written are kept on
-    local disk (``snapvc.store.s3.DiskCache``), for later processes on the machine.
-    ``gc_timing``: the bounds gc relies on beside writers (``snapvc.store.s3.GcTiming``;
+    local disk (``snapvc.backends.s3.objects.DiskCache``), for later processes on the machine.
+    ``gc_timing``: the bounds gc relies on beside writers (``snapvc.backends.s3.objects.GcTiming``;
     the same for every client of the repository).
     ``durability`` is accepted for symmetry: a PUT that returned is durable on the server."""
     check_durability(durability)
     if gc_timing is not None and not isinstance(gc_timing, GcTiming):
-        raise InvalidArgumentError("gc_timing", f"gc_timing is a snapvc.store.s3.GcTiming, not {gc_timing!r}")
+        raise InvalidArgumentError("gc_timing", f"gc_timing is a snapvc.backends.s3.objects.GcTiming, not {gc_timing!r}")
     location = S3Location.parse(url, endpoint, region)
     client = S3Client(location)
     try:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from types import NoneType
 from typing import Any, NamedTuple
 
-from snapvc.diff import ChangeKind
+from snapvc.diff.changes import ChangeKind
 from snapvc.encoding.reader import Loader
 from snapvc.encoding.writer import element_encoder
 from snapvc.ids import ObjectId

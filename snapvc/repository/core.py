@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from snapvc.backend import Backend, open_backend
-from snapvc.diff import Change, diff_values, plain_value
+from snapvc.backends.base import Backend, open_backend
+from snapvc.diff.changes import Change, diff_values, plain_value
 from snapvc.encoding.nodes import children_of
 from snapvc.encoding.reader import Loader, MapView, ObjectCache
 from snapvc.encoding.seed import Seeder
@@ -41,10 +41,10 @@ from snapvc.errors import (
     RepositoryError,
     UnknownRevisionError,
 )
-from snapvc.git.results import ExportResult, ImportResult
-from snapvc.history import FieldVersions, HistoryEntry, PathProbe, path_changes, path_history, touches
+from snapvc.maintenance.git.results import ExportResult, ImportResult
+from snapvc.repository.history import FieldVersions, HistoryEntry, PathProbe, path_changes, path_history, touches
 from snapvc.ids import ObjectId
-from snapvc.merge import MergeResult, Resolve, check_resolve, find_merge_base, merge_states
+from snapvc.diff.merge import MergeResult, Resolve, check_resolve, find_merge_base, merge_states
 from snapvc.objects import BLOB, COMMIT, MAP, SEQ, TEXT, Commit, metadata_filter, split_object
 from snapvc.refs.base import ReflogEntry
 from snapvc.refs.names import (
@@ -56,12 +56,12 @@ from snapvc.refs.names import (
     tag_ref,
 )
 from snapvc.refs.revs import resolve_rev
-from snapvc.state import Checkpoint, State, StatePath, parse_path
-from snapvc.threads import SESSION_KEY, Session, Thread, parse_thread_branch, thread_branch
+from snapvc.agent.state import Checkpoint, State, StatePath, parse_path
+from snapvc.agent.threads import SESSION_KEY, Session, Thread, parse_thread_branch, thread_branch
 from snapvc.store.codec import open_object_store
 
 if TYPE_CHECKING:
-    from snapvc.sync import FetchResult, PullResult, PushResult, Remote
+    from snapvc.maintenance.sync import FetchResult, PullResult, PushResult, Remote
     from snapvc.maintenance.fsck import FsckReport
     from snapvc.maintenance.gc import GcReport, Keep
     from snapvc.maintenance.graph import Progress
@@ -536,7 +536,7 @@ class Repository:
     @property
     def durability(self) -> str:
         """The durability mode of commits from now on: ``"sync"``, ``"normal"`` or
-        ``"batch"`` (see ``snapvc.store.sqlite``). Settable: a runner that must make
+        ``"batch"`` (see ``snapvc.backends.sqlite.objects``). Settable: a runner that must make
         each checkpoint survive a power loss sets ``"sync"`` for its run."""
         return self.backend.durability
 
@@ -673,7 +673,7 @@ class Repository:
         at most ``limit`` (the newest, or the oldest when ``oldest_first``): each a
         ``HistoryEntry(commit, kind, value, old)``. A commit is one where the value
         differs from its value in every parent (a merge that kept one parent's value is
-        not), or a root commit that holds the path (see ``snapvc.history``). Only the
+        not), or a root commit that holds the path (see ``snapvc.repository.history``). Only the
         nodes on the path are read, and a value whole only for the commits returned.
         ``PathError`` if ``path`` is malformed."""
         probe = PathProbe(self.loader, parse_path(path))
@@ -696,7 +696,7 @@ class Repository:
                metadata: Mapping[str, Any] | None = None) -> Thread:
         """The checkpoints of a thread (a run, task or workflow of an agent framework),
         on the branch ``snapvc.thread_branch(thread_id, namespace)``; ``session`` and
-        ``metadata`` are stamped on every checkpoint made through it (``snapvc.threads``)."""
+        ``metadata`` are stamped on every checkpoint made through it (``snapvc.agent.threads``)."""
         self._require_open()
         return Thread(self, thread_id, namespace, session=session, metadata=metadata)
 
@@ -717,7 +717,7 @@ class Repository:
         return out
 
     def session(self, session_id: str) -> Session:
-        """The threads and checkpoints of one session (``snapvc.threads``)."""
+        """The threads and checkpoints of one session (``snapvc.agent.threads``)."""
         return Session(self, session_id)
 
     def delete_thread(self, thread_id: str) -> list[str]:
@@ -764,7 +764,7 @@ class Repository:
     def diff(self, a: str | ObjectId | Mapping[str, Any], b: str | ObjectId | Mapping[str, Any],
              paths: StatePath | Iterable[StatePath] | None = None) -> list[Change]:
         """What changed from ``a`` to ``b``: ``Change(path, kind, old, new)`` for every
-        added, removed or modified path (see ``snapvc.diff`` for lists' indices).
+        added, removed or modified path (see ``snapvc.diff.changes`` for lists' indices).
 
         ``a`` and ``b`` are revs, ``Checkpoint``s, or states in memory (a dict, a
         ``State``, a snapshot). A state in memory is encoded first, without storing anything, at the cost of a
@@ -821,7 +821,7 @@ class Repository:
     # -- merging ------------------------------------------------------------------------
 
     def merge_base(self, a: str | ObjectId, b: str | ObjectId) -> ObjectId | None:
-        """The best common ancestor of two revs (see ``snapvc.merge``), None if none."""
+        """The best common ancestor of two revs (see ``snapvc.diff.merge``), None if none."""
         return find_merge_base(self._walk_commit, self.resolve(a), self.resolve(b))
 
     def _walk_commit(self, oid: ObjectId) -> Commit:
@@ -835,7 +835,7 @@ class Repository:
         ``source`` already in ``into``'s history: up to date, nothing written. ``into`` in
         ``source``'s history: the branch fast-forwards to it (``no_ff`` makes a merge
         commit instead). Otherwise a three-way merge against the merge base (an empty
-        state if there is none; see ``snapvc.merge``), decided by ``resolve`` (None,
+        state if there is none; see ``snapvc.diff.merge``), decided by ``resolve`` (None,
         ``"ours"``, ``"theirs"`` or a callable taking a ``Conflict``): with conflicts left,
         nothing is written and they are in the result. The merge commit's parents are
         ``into``'s tip and ``source``; if the branch moved meanwhile, ``RefConflictError``.
@@ -928,9 +928,9 @@ class Repository:
         """Write the history of ``branches`` (default: all, and every tag) as a git
         repository at ``path`` (bare, or with HEAD's files checked out when ``bare`` is
         False), incrementally, and push it to the git remote ``push`` if given (``force``
-        for a non-fast-forward): see ``snapvc.git``. The same history always gives the
+        for a non-fast-forward): see ``snapvc.maintenance.git``. The same history always gives the
         same git commit ids. ``progress(done, total)`` hears of each commit written."""
-        from snapvc.git.export import export_git  # dulwich loads here, not with snapvc
+        from snapvc.maintenance.git.export import export_git  # dulwich loads here, not with snapvc
 
         self._require_open()
         return export_git(self, path, branches, bare=bare, push=push, force=force, progress=progress)
@@ -938,8 +938,8 @@ class Repository:
     def import_git(self, path: str | os.PathLike[str], branches: Iterable[str] | None = None) -> ImportResult:
         """Read the history of a git repository's ``branches`` (default: all, and its
         tags) into this repository, and point branches and tags of the same names at
-        it: see ``snapvc.git``. An exported history comes back to the same commit ids."""
-        from snapvc.git.export import import_git  # dulwich loads here, not with snapvc
+        it: see ``snapvc.maintenance.git``. An exported history comes back to the same commit ids."""
+        from snapvc.maintenance.git.export import import_git  # dulwich loads here, not with snapvc
 
         self._require_open()
         return import_git(self, path, branches)
@@ -948,14 +948,14 @@ class Repository:
 
     def add_remote(self, name: str, location: str, **options: str) -> Remote:
         """Name another repository's ``location`` (``options`` to open it: ``endpoint=``,
-        ``region=`` for S3) for ``push``, ``fetch`` and ``pull``: see ``snapvc.sync``."""
-        from snapvc import sync
+        ``region=`` for S3) for ``push``, ``fetch`` and ``pull``: see ``snapvc.maintenance.sync``."""
+        from snapvc.maintenance import sync
 
         return sync.add_remote(self, name, location, **options)
 
     def remotes(self) -> dict[str, Remote]:
         """This repository's remotes, by name."""
-        from snapvc import sync
+        from snapvc.maintenance import sync
 
         return sync.remotes(self)
 
@@ -964,8 +964,8 @@ class Repository:
         """Send ``branch`` (default: HEAD's) and what it needs to ``remote`` (a remote's
         name, a location, or a ``Repository``): only what the remote lacks travels, then
         its branch moves by compare-and-swap. Not a fast-forward: ``PushRejectedError``
-        unless ``force``. See ``snapvc.sync``."""
-        from snapvc import sync
+        unless ``force``. See ``snapvc.maintenance.sync``."""
+        from snapvc.maintenance import sync
 
         self._require_open()
         return sync.push(self, remote, branch, remote_branch=remote_branch, force=force,
@@ -975,7 +975,7 @@ class Repository:
               progress: Callable[[int, int], None] | None = None, **options: Any) -> FetchResult:
         """Copy ``remote``'s branches (default: all) here and move its remote-tracking
         refs (``refs/remotes/<remote>/<branch>``); no local branch moves."""
-        from snapvc import sync
+        from snapvc.maintenance import sync
 
         self._require_open()
         return sync.fetch(self, remote, branches, progress=progress or sync._no_progress, **options)
@@ -984,7 +984,7 @@ class Repository:
              progress: Callable[[int, int], None] | None = None, **options: Any) -> PullResult:
         """Fetch ``branch`` (default: HEAD's) from ``remote`` and merge it into the local
         branch: a fast-forward, or a three-way merge (``resolve`` as in ``merge``)."""
-        from snapvc import sync
+        from snapvc.maintenance import sync
 
         self._require_open()
         return sync.pull(self, remote, branch, resolve=resolve, progress=progress or sync._no_progress, **options)
@@ -998,7 +998,7 @@ class Repository:
         ``snapvc.maintenance.gc``): plan, then sweep, safely beside other writers.
         ``grace`` (default 1 hour) protects objects and commits stored that recently;
         on S3 it may not be shorter than ``GcTiming.min_grace`` (30 minutes by default)
-        unless ``force``, for when no other client is writing (``snapvc.store.s3``);
+        unless ``force``, for when no other client is writing (``snapvc.backends.s3.objects``);
         ``reflog_expiry`` (default 30 days) is how long reflog entries keep their commits
         (older entries are expired); ``keep`` thins each branch's history first
         (``snapvc.Keep``). ``dry_run`` changes nothing and reports what would go."""
@@ -1148,10 +1148,10 @@ def open(location: str | os.PathLike[str] = "agent.snapvc", *, create: bool = Tr
          clock: Callable[[], float] | None = None, author: str | None = None, **options: Any) -> Repository:
     """Open (or create) a repository: a file path for the embedded default, ``"memory://"``,
     or ``"s3://bucket/prefix"`` on S3-compatible storage (``options``: ``endpoint=``,
-    ``region=``, ``cache_dir=``; credentials from the environment; see ``snapvc.backend_s3``).
+    ``region=``, ``cache_dir=``; credentials from the environment; see ``snapvc.backends.s3.backend``).
 
     ``durability`` is ``"sync"``, ``"normal"`` (default) or ``"batch"`` (see
-    ``snapvc.store.sqlite``). ``clock`` and ``author`` are injectable for reproducible runs.
+    ``snapvc.backends.sqlite.objects``). ``clock`` and ``author`` are injectable for reproducible runs.
 
     Nothing that is not a repository is opened or changed: a folder, a pipe, a device, a
     file of another format or an SQLite database of another program raise

@@ -1,7 +1,7 @@
 """Resumable execution of agent steps: a checkpoint after each step, a rollback when one
 fails, and a restart that continues where the last run stopped.
 
-    from snapvc.runner import Runner, Step, END
+    from snapvc.agent.runner import Runner, Step, END
 
     runner = Runner(repo.state("job-42"), [fetch, analyze, Step(report, retries=2)], agent_id="researcher")
     checkpoint = runner.run()        # or: await runner.arun()
@@ -45,7 +45,7 @@ steps with effects outside the state should tolerate running twice.
 Durability
 ----------
 ``durability=`` says when each checkpoint reaches the file (the modes of
-``snapvc.store.sqlite`` are the repository's; a memory repository keeps nothing):
+``snapvc.backends.sqlite.objects`` are the repository's; a memory repository keeps nothing):
 
 ==========  ===============================================================================
 mode        what survives
@@ -91,8 +91,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
 from snapvc.errors import InvalidArgumentError, InvalidStepError, ResumeError, StepContractError
-from snapvc.state import Checkpoint, State
-from snapvc.threads import Thread
+from snapvc.agent.state import Checkpoint, State
+from snapvc.agent.threads import Thread
 
 __all__ = ["END", "Runner", "Step"]
 

@@ -2,7 +2,7 @@
 
 ``SqliteFile`` owns the connection, the file's identity (``application_id``), the format
 version and the durability mode; each store over it (objects here, refs in
-``snapvc.refs.sqlite``, the commit index in ``snapvc.store.commit_index``) creates its
+``snapvc.backends.sqlite.refs``, the commit index in ``snapvc.backends.sqlite.commit_index``) creates its
 own tables on it. The file runs in WAL mode.
 
 Durability modes (``snapvc.open(path, durability=...)``):

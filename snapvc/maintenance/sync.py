@@ -9,7 +9,7 @@ Any two repositories sync, whatever their backends (embedded file, ``memory://``
    commit the destination could not keep as it is stops the sync, naming it.
 2. **Objects.** Walk the trees of those commits level by level, asking the destination
    which ids it has (``Backend.reusable``, a batch per level; on S3 only bytes stored
-   recently count, see ``snapvc.store.s3``): a subtree it has is skipped whole,
+   recently count, see ``snapvc.backends.s3.objects``): a subtree it has is skipped whole,
    unread. A delta frame travels with its base unless the destination has it.
 3. **Frames travel as stored**, not decompressed and compressed again — except frames
    compressed with a zstd dictionary the destination does not share (dictionaries are
@@ -50,7 +50,7 @@ from snapvc.errors import (
     RefNotFoundError,
     RepositoryError,
 )
-from snapvc.history import commits_behind
+from snapvc.repository.history import commits_behind
 from snapvc.ids import ObjectId
 from snapvc.maintenance.graph import read_children
 from snapvc.objects import Commit
@@ -58,8 +58,8 @@ from snapvc.refs.names import HEADS, TAGS, branch_ref, check_ref_name, short_nam
 from snapvc.store.codec import CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT, frame_base, frame_dictionary
 
 if TYPE_CHECKING:
-    from snapvc.merge import MergeResult, Resolve
-    from snapvc.repository import Repository
+    from snapvc.diff.merge import MergeResult, Resolve
+    from snapvc.repository.core import Repository
 
 __all__ = [
     "Remote", "TransferStats", "PushResult", "FetchResult", "PullResult",
@@ -88,7 +88,7 @@ class Remote:
 
     def open(self, *, create: bool = False) -> Repository:
         """The repository at this remote's location (``create``: made if missing)."""
-        from snapvc.repository import open as open_repository
+        from snapvc.repository.core import open as open_repository
 
         return open_repository(self.location, create=create, **dict(self.options))
 
@@ -205,7 +205,7 @@ class _Opened:
 
     def __init__(self, repo: Repository, other: Repository | str, options: Mapping[str, Any], *,
                  create: bool = False) -> None:
-        from snapvc.repository import Repository, open as open_repository
+        from snapvc.repository.core import Repository, open as open_repository
 
         self.name: str | None = None
         self.owned = False
@@ -497,7 +497,7 @@ def clone(src: Repository | str, dst: str, *, progress: Progress = _no_progress,
     branch and tag of ``src`` (a location or a ``Repository``), HEAD on the same branch,
     and ``src`` as remote ``origin`` with its remote-tracking refs (when ``src`` is a
     location). ``RepositoryError`` if ``dst`` holds commits already."""
-    from snapvc.repository import Repository, open as open_repository
+    from snapvc.repository.core import Repository, open as open_repository
 
     source = src if isinstance(src, Repository) else open_repository(str(src), create=False, **dict(src_options or {}))
     # A clone that fails leaves no half-made repository file behind, as git removes the

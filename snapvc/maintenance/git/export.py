@@ -1,7 +1,7 @@
 """snapvc history as a git repository, and back: ``export_git``, ``import_git``.
 
 Export writes every commit reachable from the chosen branches (and the tags on them)
-as a git commit whose tree is the state laid out as files (``snapvc.git.layout``). A
+as a git commit whose tree is the state laid out as files (``snapvc.maintenance.git.layout``). A
 git commit holds the same author (``Name <email>``, or the snapvc author with an empty
 email), time (UTC), parents (merges included) and message, and these trailers::
 
@@ -39,14 +39,14 @@ from dulwich.objects import ShaFile, Tag
 from dulwich.repo import Repo
 
 from snapvc.errors import GitError, UnknownRevisionError, UnsupportedValueError
-from snapvc.git.layout import TreeWriter, state_of
-from snapvc.git.results import ExportResult, ImportResult
-from snapvc.history import commits_behind
+from snapvc.maintenance.git.layout import TreeWriter, state_of
+from snapvc.maintenance.git.results import ExportResult, ImportResult
+from snapvc.repository.history import commits_behind
 from snapvc.ids import ObjectId
 from snapvc.objects import Commit
 
 if TYPE_CHECKING:
-    from snapvc.repository import Repository
+    from snapvc.repository.core import Repository
 
 __all__ = ["ExportResult", "GitCommitMap", "ImportResult", "export_git", "import_git"]
 
@@ -297,7 +297,7 @@ def import_git(repo: Repository, path: str | os.PathLike[str], branches: Iterabl
     """Read the history of ``branches`` (default: every branch, and every tag) of the
     git repository at ``path`` into ``repo``, and point branches and tags of the same
     names at it (moving existing ones). Each commit's tree is read as a state (see
-    ``snapvc.git.layout``); commits that snapvc exported come back exactly. A commit
+    ``snapvc.maintenance.git.layout``); commits that snapvc exported come back exactly. A commit
     that cannot be read whole (files that do not map one-to-one onto a state, a
     trailer or a text that does not parse) is a ``GitError`` naming it, raised before
     any ref moves."""

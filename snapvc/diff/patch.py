@@ -2,7 +2,7 @@
 
 ``apply_changes(a, diff_values(a, b)) == b``. A diff gives a list's ``removed``
 elements their old index and its ``added`` and ``modified`` ones their new index (see
-``snapvc.diff``), so changes are applied container by container, in three passes:
+``snapvc.diff.changes``), so changes are applied container by container, in three passes:
 removals in descending old index (each leaves the indices below it alone), additions
 in ascending new index (each lands where everything before it already stands), then
 modifications and the changes below them, at new indices. ``to_json_patch`` emits
@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from snapvc.diff import Change, Path, format_path, plain_value, short_repr
+from snapvc.diff.changes import Change, Path, format_path, plain_value, short_repr
 from snapvc.encoding.writer import MAX_DEPTH
 from snapvc.errors import PatchError, PathError
 

@@ -4,14 +4,14 @@
 
 - Equal values are skipped first, by encoding (a stored container by its id, unread):
   ours equal to theirs gives ours; one side equal to base gives the other side.
-- Maps merge key by key. Two stored maps are walked as ``snapvc.diff`` walks them, so
+- Maps merge key by key. Two stored maps are walked as ``snapvc.diff.changes`` walks them, so
   only the paths to the keys either side changed are read. A key added on one side,
   removed on one side and unchanged on the other, or changed alike, merges cleanly;
   changed differently on both, it is merged again below when both values are maps (or
   both lists), else it is a conflict. Removed on one side and changed on the other is a
   conflict.
 - Lists merge as splices. Each side's edits against base come from a sequence alignment
-  over element encodings (``snapvc.diff.aligned_opcodes``, the common ends trimmed,
+  over element encodings (``snapvc.diff.changes.aligned_opcodes``, the common ends trimmed,
   unread for stored lists). Edits in different places combine. Both sides inserting at
   the same position is not a conflict: ours' elements come first, then theirs' (two
   agents that each appended messages keep both; an insertion made alike on both sides
@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-from snapvc.diff import aligned_opcodes, format_path, plain_value, sequence_kind, short_repr, stored_elements
+from snapvc.diff.changes import aligned_opcodes, format_path, plain_value, sequence_kind, short_repr, stored_elements
 from snapvc.encoding.reader import Loader, MapView, Part, SeqView, tree_root
 from snapvc.encoding.splice import TreeSplicer
 from snapvc.encoding.values import REF_PREFIX
@@ -424,7 +424,7 @@ def _value(value: Any) -> Any:
 def _map_changes(old: MapView, new: MapView) -> dict[str, tuple[Any, Any]]:
     """Key -> (old, new) for every key whose value differs between two stored maps, each
     a ``_Slot`` or ``ABSENT``: both trees walked at once, equal subtrees skipped unread
-    (as ``snapvc.diff`` walks them)."""
+    (as ``snapvc.diff.changes`` walks them)."""
     old_loader, parts = tree_root(old)
     a = parts[::-1]  # stacks: the next part is last
     new_loader, parts = tree_root(new)

@@ -55,9 +55,9 @@ from snapvc.ids import ObjectId
 from snapvc.objects import Commit
 
 if TYPE_CHECKING:
-    from snapvc.diff import Change
-    from snapvc.history import HistoryEntry
-    from snapvc.repository import Repository
+    from snapvc.diff.changes import Change
+    from snapvc.repository.history import HistoryEntry
+    from snapvc.repository.core import Repository
 
 __all__ = ["Checkpoint", "State"]
 

@@ -16,7 +16,7 @@ from snapvc.errors import InvalidRefNameError
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.refs.base import ReflogEntry, _as_id, _check_symbolic
 from snapvc.refs.names import check_full_ref_name
-from snapvc.store.sqlite import SqliteFile, is_number, wrong
+from snapvc.backends.sqlite.objects import SqliteFile, is_number, wrong
 
 __all__ = ["SqliteRefStore"]
 

@@ -11,7 +11,7 @@ Layout under ``s3://bucket/prefix/``::
     packs/<ms>-<random>.pack        packs, named by the writer's clock (oldest first)
     index/<ms>-<random>.idx         consolidated index: the headers of many packs in one object
     dictionaries/<n>                zstd dictionaries (codec.py), created with If-None-Match
-    refs/..., reflog/...            refs and their reflog (``snapvc.refs.s3``)
+    refs/..., reflog/...            refs and their reflog (``snapvc.backends.s3.refs``)
     meta/<key>                      small settings: the gc epoch, remotes
 
 A pack is ``MAGIC``, a 4-byte little-endian header length, a msgpack header, then the

@@ -1,0 +1,1 @@
+"""The memory backend (``memory://``): objects, refs and commits in this process."""
