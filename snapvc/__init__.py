@@ -70,9 +70,10 @@ from snapvc.diff.patch import DiffStat, apply_changes, apply_patch, diff_stat, t
 from snapvc.refs.base import ReflogEntry
 from snapvc.maintenance.git.results import ExportResult, ImportResult
 from snapvc.maintenance import FsckReport, GcReport, Keep
-from snapvc.repository.core import BranchStats, Repository, RepoStats, import_git, open
+from snapvc.api import Repository, clone, import_git, open
+from snapvc.maintenance.stats import BranchStats, RepoStats
 from snapvc.agent.state import Checkpoint, State
-from snapvc.maintenance.sync import FetchResult, PullResult, PushResult, Remote, TransferStats, clone
+from snapvc.maintenance.sync import FetchResult, PullResult, PushResult, Remote, TransferStats
 from snapvc.agent.threads import Session, Thread, parse_thread_branch, thread_branch
 from snapvc.agent.runner import END, Runner, Step
 from snapvc import aio  # noqa: E402  (the async API: after the names it wraps)

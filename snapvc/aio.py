@@ -59,9 +59,11 @@ from snapvc.ids import ObjectId
 from snapvc.diff.merge import MergeResult, Resolve
 from snapvc.objects import Commit
 from snapvc.refs.base import ReflogEntry
-from snapvc.repository.core import Repository, RepoStats
-from snapvc.repository.core import open as open_sync
-from snapvc.agent.state import Checkpoint, State, StatePath
+from snapvc.api import Repository
+from snapvc.api import open as open_sync
+from snapvc.maintenance.stats import RepoStats
+from snapvc.agent.state import Checkpoint, State
+from snapvc.encoding.paths import StatePath
 from snapvc.agent.threads import Session, Thread
 
 __all__ = ["AsyncRepository", "AsyncSession", "AsyncState", "AsyncThread", "open"]

@@ -16,7 +16,7 @@ import snapvc
 from snapvc.backends.base import open_backend
 from snapvc.errors import CorruptObjectError, ObjectNotFoundError
 from snapvc.ids import hash_bytes
-from snapvc.repository.core import Repository
+from snapvc.api import Repository
 from snapvc.store.codec import open_object_store
 from snapvc.store.faulty import FaultyStore
 

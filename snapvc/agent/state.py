@@ -48,20 +48,21 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from snapvc.encoding.jsonable import SCALAR_TYPES, from_jsonable, to_jsonable
+from snapvc.encoding.paths import StatePath, parse_path
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.encoding.writer import MAX_DEPTH, Encoder
 from snapvc.errors import MalformedJsonError, PathError, UnknownRevisionError, UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.objects import Commit
+from snapvc.refs.names import HEADS, ref_name_problem, short_name
 
 if TYPE_CHECKING:
     from snapvc.diff.changes import Change
     from snapvc.repository.history import HistoryEntry
-    from snapvc.repository.core import Repository
+    from snapvc.repository.roles import Versioned
 
-__all__ = ["Checkpoint", "State"]
+__all__ = ["Checkpoint", "State", "checkpoint_at"]
 
-StatePath = str | tuple[str | int, ...]  # "a.b.0", or ("a.b", 0) for keys holding dots
 
 # Values that cannot change in place: handing one out needs no watching.
 _SCALARS: Final = SCALAR_TYPES
@@ -103,7 +104,7 @@ class Checkpoint:
     message: str
 
     @classmethod
-    def from_commit(cls, repo: Repository, commit: Commit, branch: str) -> Checkpoint:
+    def from_commit(cls, repo: Versioned, commit: Commit, branch: str) -> Checkpoint:
         """The checkpoint record of ``commit`` (its values read lazily from ``repo``)."""
         metadata = orjson.loads(commit.metadata_json)
         token_usage = metadata.pop("token_usage", None)
@@ -306,7 +307,7 @@ class State(MutableMapping[str, Any]):
     ``RefConflictError`` rather than replace their commit's state unseen.
     """
 
-    def __init__(self, repo: Repository, branch: str, *, metadata: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, repo: Versioned, branch: str, *, metadata: Mapping[str, Any] | None = None) -> None:
         self.repo = repo
         self.branch = branch
         self.metadata = dict(metadata or {})  # stamped on every snapshot, under its own
@@ -316,7 +317,7 @@ class State(MutableMapping[str, Any]):
         self._watched = _PathSet()  # held by the caller: checked at every snapshot
         self._scopes: list[_Rollback] = []
         self._checkpoint: Checkpoint | None = None
-        tip = repo.refs.get(repo._branch_ref(branch))
+        tip = repo.refs.get(repo.branch_ref(branch))
         self._load(tip)
         self._base = tip
 
@@ -584,7 +585,7 @@ class State(MutableMapping[str, Any]):
         return self.repo.resolve(target)
 
     def _load(self, commit_id: ObjectId | None) -> None:
-        self._data = (self.repo._load_state(commit_id, self.repo._branch_ref(self.branch))
+        self._data = (self.repo.load_state(commit_id, self.repo.branch_ref(self.branch))
                       if commit_id is not None else {})
         self._watched.clear()
         self._dirty.clear()
@@ -686,25 +687,6 @@ def _too_deep(where: tuple[Any, ...]) -> UnsupportedValueError:
     """The error of a snapshot's encoder for a container at ``where``, too deep to store."""
     return UnsupportedValueError("state" + "".join(f"[{step!r}]" for step in where),
                                  f"nested deeper than {MAX_DEPTH} containers, the most a state may hold")
-
-
-def parse_path(path: StatePath) -> tuple[str | int, ...]:
-    """A path's steps: ``"a.b.0"`` -> ``("a", "b", "0")`` (a step of digits is an index
-    where it meets a list); a tuple is checked and kept. ``PathError`` if malformed."""
-    if isinstance(path, str):
-        steps = tuple(path.split("."))
-        if "" in steps:
-            what = "is empty" if not path else "has an empty step (a leading, trailing or double dot)"
-            raise PathError(path, what)
-        return steps
-    if isinstance(path, tuple):
-        if not path:
-            raise PathError(path, "is empty")
-        for step in path:
-            if type(step) is not str and type(step) is not int:
-                raise PathError(path, f"step {step!r} is a {type(step).__name__}; steps are str keys or int indexes")
-        return path
-    raise PathError(path, f"a path is a dotted str or a tuple of steps, not a {type(path).__name__}")
 
 
 def _index(step: str | int) -> int | None:
@@ -816,3 +798,32 @@ def _copy_value(value: Any, memo: dict[int, Any], where: tuple[Any, ...]) -> Any
     out = copy.deepcopy(value)  # a typed value (dataclass, model, registered type)
     memo[id(value)] = (value, out)
     return out
+
+
+def checkpoint_at(repo: Versioned, rev: str | ObjectId = "HEAD") -> Checkpoint:
+    """The checkpoint record of the commit at ``rev`` (an id, a prefix, any rev): its
+    ``branch`` is the branch ``rev`` names, else the first branch (by name) whose
+    first-parent history holds the commit, else ""."""
+    oid = repo.resolve(rev)
+    commit = repo.get_commit(oid)
+    branch = None
+    if isinstance(rev, str):
+        ref = repo.refs.get_symbolic("HEAD") if rev == "HEAD" else rev if rev.startswith(HEADS) else HEADS + rev
+        if ref is not None and ref_name_problem(ref) is None and repo.refs.get(ref) == oid:
+            branch = short_name(ref)
+    if branch is None:
+        branch = next((b for b, tip in sorted(repo.branches().items()) if _on_first_parents(repo, tip, commit)), "")
+    return Checkpoint.from_commit(repo, commit, branch)
+
+
+def _on_first_parents(repo: Versioned, tip: ObjectId, commit: Commit) -> bool:
+    """Whether ``commit`` is on the first-parent history of ``tip``."""
+    oid: ObjectId | None = tip
+    while oid is not None:
+        if oid == commit.id:
+            return True
+        c = repo.get_commit(oid, walking=True)
+        if c.generation <= commit.generation:
+            return False
+        oid = c.parent
+    return False

@@ -43,9 +43,9 @@ from snapvc.refs.names import branch_ref
 from snapvc.agent.state import Checkpoint, State
 
 if TYPE_CHECKING:
-    from snapvc.repository.core import Repository
+    from snapvc.repository.roles import Versioned
 
-__all__ = ["Session", "Thread", "parse_thread_branch", "thread_branch"]
+__all__ = ["Session", "Thread", "parse_thread_branch", "thread_branch", "threads_of", "delete_thread"]
 
 SESSION_KEY: Final = "session_id"
 NAMESPACE_KEY: Final = "namespace"
@@ -93,7 +93,7 @@ class Thread:
     answered from the repository, so several may be used at once.
     """
 
-    def __init__(self, repo: Repository, thread_id: str, namespace: str = "", *, session: str | None = None,
+    def __init__(self, repo: Versioned, thread_id: str, namespace: str = "", *, session: str | None = None,
                  metadata: Mapping[str, Any] | None = None) -> None:
         self.repo = repo
         self.id = thread_id
@@ -265,7 +265,7 @@ class Thread:
                 return []
             self.repo.delete_branch(self.branch)
             return [self.branch]
-        return self.repo.delete_thread(self.id)
+        return delete_thread(self.repo, self.id)
 
     # -- internals --------------------------------------------------------------------------
 
@@ -297,7 +297,7 @@ class Session:
     """The threads whose latest checkpoint carries ``metadata["session_id"] == id``, and
     their checkpoints. Get one with ``repo.session(session_id)``."""
 
-    def __init__(self, repo: Repository, session_id: str) -> None:
+    def __init__(self, repo: Versioned, session_id: str) -> None:
         self.repo = repo
         self.id = session_id
 
@@ -306,7 +306,7 @@ class Session:
 
     def threads(self) -> list[Thread]:
         """The session's threads (every namespace), by branch name."""
-        return self.repo.threads(session=self.id)
+        return threads_of(self.repo, session=self.id)
 
     def checkpoints(self, limit: int | None = None) -> list[Checkpoint]:
         """Every checkpoint of the session's threads that carries its id, newest first;
@@ -341,3 +341,30 @@ def _span(versions: list[int]) -> str:
     if not versions:
         return "none"
     return f"{versions[0]}..{versions[-1]}" if len(versions) > 2 else ", ".join(map(str, versions))
+
+
+def threads_of(repo: Versioned, session: str | None = None) -> list[Thread]:
+    """Every branch of ``repo`` as a thread (``parse_thread_branch``), by branch name;
+    with ``session``, only those whose latest checkpoint has that ``session_id``."""
+    out = []
+    for branch, tip in sorted(repo.branches().items()):
+        found = None
+        if session is not None:
+            found = repo.get_commit(tip).metadata.get(SESSION_KEY)
+            if found != session:
+                continue
+        thread_id, namespace = parse_thread_branch(branch)
+        thread = Thread(repo, thread_id, namespace, session=found)
+        if thread.branch == branch:  # a branch thread_branch would not make is no thread
+            out.append(thread)
+    return out
+
+
+def delete_thread(repo: Versioned, thread_id: str) -> list[str]:
+    """Delete the branches of a thread, every namespace of it; returns them (empty if
+    it has none). The commits stay reachable from the reflog until gc expires them."""
+    root = thread_branch(thread_id)
+    doomed = [b for b in repo.branches() if b == root or b.startswith(root + "/")]
+    for branch in sorted(doomed, reverse=True):
+        repo.delete_branch(branch)
+    return sorted(doomed)

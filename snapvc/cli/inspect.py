@@ -31,7 +31,7 @@ from snapvc.cli.graph import graph_rows
 from snapvc.cli.render import change_json, commit_line, decoration, graph_markup, labels_by_commit, render_changes
 from snapvc.diff.changes import format_path, plain_value, short_repr
 from snapvc.files import write_atomically
-from snapvc.repository.core import format_bytes
+from snapvc.maintenance.stats import format_bytes
 
 __all__ = ["checkout", "diff", "history", "log", "reflog", "show", "stats"]
 

@@ -41,7 +41,7 @@ from snapvc.objects import COMMIT, KIND_NAMES, Commit, split_object
 from snapvc.store.codec import open_object_store
 
 if TYPE_CHECKING:
-    from snapvc.repository.core import Repository
+    from snapvc.repository.roles import Versioned
 
 __all__ = ["Problem", "FsckReport", "SalvageResult", "fsck", "salvage", "no_progress"]
 
@@ -159,7 +159,7 @@ class _Graph:
             self.bad[oid] = ("corrupt", f"{what} {child} is {found}, not {'a commit' if commit else 'a state node'}")
 
 
-def _read_all(repo: Repository, progress: Progress) -> _Graph:
+def _read_all(repo: Versioned, progress: Progress) -> _Graph:
     graph = _Graph()
     raw = repo.backend.objects
     store = open_object_store(raw)
@@ -261,7 +261,7 @@ def _read_one_by_one(raw: Any, store: Any, batch: list[ObjectId],
     return found, errors
 
 
-def _integrity(repo: Repository) -> list[str]:
+def _integrity(repo: Versioned) -> list[str]:
     """SQLite's own check of the file (b-trees, pages, indexes), for the embedded store."""
     file = getattr(repo.backend, "file", None)
     if file is None:
@@ -274,7 +274,7 @@ def _integrity(repo: Repository) -> list[str]:
     return [] if rows == ["ok"] else [f"SQLite's integrity check of {str(file.path)!r}: {row}" for row in rows]
 
 
-def _not_a_commit(repo: Repository, graph: _Graph, oid: ObjectId) -> str | None:
+def _not_a_commit(repo: Versioned, graph: _Graph, oid: ObjectId) -> str | None:
     """Why ``oid``, which a ref or a reflog entry names, is no commit (None: it is one,
     or it is damaged, which the walk reports)."""
     if oid in graph.commits or oid in graph.bad:
@@ -340,7 +340,7 @@ class _Walk:
                     waiting.append((child, path, offset + label[1]))
 
 
-def fsck(repo: Repository, progress: Progress = no_progress) -> FsckReport:
+def fsck(repo: Versioned, progress: Progress = no_progress) -> FsckReport:
     """Check everything (see the module docstring)."""
     started = time.perf_counter()
     graph = _read_all(repo, progress)
@@ -416,7 +416,7 @@ class SalvageResult:
         return f"saved {len(self.saved)} whole commits to {self.folder}; {len(self.damaged)} damaged left out"
 
 
-def salvage(repo: Repository, folder: str | Path, progress: Progress = no_progress) -> SalvageResult:
+def salvage(repo: Versioned, folder: str | Path, progress: Progress = no_progress) -> SalvageResult:
     """Write the state of every commit that is still whole to ``folder/<commit id>.json``
     (exact JSON, ``snapvc.to_jsonable``'s form) and ``folder/index.json`` listing every
     commit: id, refs at it, message, metadata, time, and whether it was saved. A commit is

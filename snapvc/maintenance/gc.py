@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from snapvc.maintenance.stats import format_bytes
 from snapvc.errors import InvalidArgumentError, RefConflictError, RepositoryError, SnapvcError, UnsafeGcError
 from snapvc.ids import ObjectId
 from snapvc.maintenance.graph import (
@@ -65,7 +66,7 @@ from snapvc.refs.names import HEADS
 from snapvc.store.codec import open_object_store
 
 if TYPE_CHECKING:
-    from snapvc.repository.core import Repository
+    from snapvc.repository.roles import Versioned
 
 __all__ = ["Keep", "Rewrite", "GcPlan", "GcReport", "plan_gc", "sweep", "gc", "thin_history", "DEFAULT_GRACE",
            "DEFAULT_REFLOG_EXPIRY"]
@@ -213,8 +214,6 @@ class GcReport:
 
     def __str__(self) -> str:
         verb = "would remove" if self.dry_run else "removed"
-        from snapvc.repository.core import format_bytes
-
         text = (f"{verb} {len(self.removed_objects)} of {self.objects_before} objects and "
                 f"{len(self.removed_commits)} of {self.commits_before} commits, "
                 f"{format_bytes(self.bytes_freed)}; kept {self.kept_young} younger than the grace period "
@@ -244,7 +243,7 @@ class GcReport:
 # -- retention ------------------------------------------------------------------------------
 
 
-def _first_parent_chain(repo: Repository, tip: ObjectId) -> list[Commit]:
+def _first_parent_chain(repo: Versioned, tip: ObjectId) -> list[Commit]:
     chain, oid = [], tip
     while oid is not None:
         commit = repo.get_commit(oid, walking=True)
@@ -253,7 +252,7 @@ def _first_parent_chain(repo: Repository, tip: ObjectId) -> list[Commit]:
     return chain
 
 
-def thin_history(repo: Repository, keep: Keep, *, dry_run: bool = False) -> tuple[list[Rewrite], list[str], dict[ObjectId, Commit]]:
+def thin_history(repo: Versioned, keep: Keep, *, dry_run: bool = False) -> tuple[list[Rewrite], list[str], dict[ObjectId, Commit]]:
     """Apply ``keep`` to every branch (see the module docstring): the rewrites, the
     branches left because another writer moved them, and the new commits (written unless
     ``dry_run``)."""
@@ -287,10 +286,10 @@ def thin_history(repo: Repository, keep: Keep, *, dry_run: bool = False) -> tupl
         rewrite = Rewrite(branch, tip, previous.id, len(kept), len(chain))
         if not dry_run:
             try:
-                with repo._write_lock, repo.backend.transaction():
+                with repo.write_lock, repo.backend.transaction():
                     for commit in new_commits:
                         repo.commits.add(commit)
-                    repo._check_stored(previous.id, name)  # a ref moves only to a commit stored
+                    repo.check_stored(previous.id, name)  # a ref moves only to a commit stored
                     if not repo.refs.compare_and_swap(name, tip, previous.id, f"gc: {keep}, {len(kept)} of {len(chain)} commits"):
                         raise RefConflictError(name, tip, repo.refs.get(name))
             except RefConflictError:
@@ -307,7 +306,7 @@ def thin_history(repo: Repository, keep: Keep, *, dry_run: bool = False) -> tupl
 class _Marker:
     """What roots reach: commits (all parents) and the objects of their trees."""
 
-    def __init__(self, repo: Repository, store: Any, extra_commits: dict[ObjectId, Commit],
+    def __init__(self, repo: Versioned, store: Any, extra_commits: dict[ObjectId, Commit],
                  stored: set[ObjectId]) -> None:
         self.repo = repo
         self.store = store
@@ -359,7 +358,7 @@ class _Marker:
             level = list(dict.fromkeys(following))
 
 
-def _roots(repo: Repository, now: float, reflog_before: float, grace: float, commit_ages: dict[ObjectId, float],
+def _roots(repo: Versioned, now: float, reflog_before: float, grace: float, commit_ages: dict[ObjectId, float],
            moved: dict[str, ObjectId] | None = None) -> list[tuple[ObjectId, str]]:
     roots = [((moved or {}).get(name, oid), name) for name, oid in ref_roots(repo).items()]
     roots += [(oid, why) for oid, why in reflog_roots(repo, reflog_before).items()]
@@ -368,7 +367,7 @@ def _roots(repo: Repository, now: float, reflog_before: float, grace: float, com
     return roots
 
 
-def _frames(repo: Repository, ids: list[ObjectId], progress: Progress) -> tuple[dict[ObjectId, int], dict[ObjectId, ObjectId]]:
+def _frames(repo: Versioned, ids: list[ObjectId], progress: Progress) -> tuple[dict[ObjectId, int], dict[ObjectId, ObjectId]]:
     """Stored size of each object and the base of each delta frame, from the raw frames."""
     sizes: dict[ObjectId, int] = {}
     bases: dict[ObjectId, ObjectId] = {}
@@ -380,7 +379,7 @@ def _frames(repo: Repository, ids: list[ObjectId], progress: Progress) -> tuple[
     return sizes, bases
 
 
-def _bases_of(repo: Repository, ids: set[ObjectId], known: dict[ObjectId, ObjectId]) -> dict[ObjectId, ObjectId]:
+def _bases_of(repo: Versioned, ids: set[ObjectId], known: dict[ObjectId, ObjectId]) -> dict[ObjectId, ObjectId]:
     """``known`` (the plan's delta frames) with the bases of ``ids`` and of their bases,
     transitively, read from the frames the plan did not list (written since)."""
     bases = dict(known)
@@ -405,7 +404,7 @@ def _stopped_by_damage() -> Iterator[None]:
         raise RepositoryError(f"gc stopped before deleting anything: {exc}") from None
 
 
-def plan_gc(repo: Repository, *, grace: timedelta | float = DEFAULT_GRACE,
+def plan_gc(repo: Versioned, *, grace: timedelta | float = DEFAULT_GRACE,
             reflog_expiry: timedelta | float = DEFAULT_REFLOG_EXPIRY, extra_commits: dict[ObjectId, Commit] | None = None,
             moved: dict[str, ObjectId] | None = None, extra_roots: Iterable[tuple[ObjectId, str]] = (),
             progress: Progress = no_progress) -> GcPlan:
@@ -452,13 +451,13 @@ def plan_gc(repo: Repository, *, grace: timedelta | float = DEFAULT_GRACE,
 # -- sweeping -------------------------------------------------------------------------------
 
 
-def sweep(repo: Repository, plan: GcPlan, progress: Progress = no_progress) -> tuple[list[ObjectId], list[ObjectId], int, int]:
+def sweep(repo: Versioned, plan: GcPlan, progress: Progress = no_progress) -> tuple[list[ObjectId], list[ObjectId], int, int]:
     """Delete ``plan``'s garbage in one write transaction, after keeping whatever the
     roots reach now and whatever was put again since (see the module docstring).
     Returns the objects and commits deleted, the bytes freed and the reflog entries
     expired."""
     store = open_object_store(repo.backend.objects)
-    with repo._write_lock, repo.backend.transaction():
+    with repo.write_lock, repo.backend.transaction():
         ids = set(plan.garbage_objects) | plan.reachable_objects
         marker = _Marker(repo, store, {}, ids)
         marker.commits, marker.objects = set(plan.reachable_commits), set(plan.reachable_objects)
@@ -497,7 +496,7 @@ def sweep(repo: Repository, plan: GcPlan, progress: Progress = no_progress) -> t
     return doomed, doomed_commits, freed, expired
 
 
-def gc(repo: Repository, *, dry_run: bool = False, grace: timedelta | float = DEFAULT_GRACE,
+def gc(repo: Versioned, *, dry_run: bool = False, grace: timedelta | float = DEFAULT_GRACE,
        reflog_expiry: timedelta | float = DEFAULT_REFLOG_EXPIRY, keep: Keep | None = None,
        progress: Progress = no_progress, force: bool = False) -> GcReport:
     """Thin history by ``keep`` (if given), plan, then sweep (unless ``dry_run``). A grace
@@ -530,7 +529,7 @@ def gc(repo: Repository, *, dry_run: bool = False, grace: timedelta | float = DE
                       if e.time <= plan.reflog_before)
     else:
         objects, commits, freed, expired = sweep(repo, plan, progress)
-        repo._drop_caches()
+        repo.invalidate_caches()
     return GcReport(
         dry_run=dry_run, removed_objects=tuple(objects), removed_commits=tuple(commits), bytes_freed=freed,
         objects_before=plan.total_objects, commits_before=plan.total_commits,

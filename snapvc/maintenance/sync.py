@@ -55,11 +55,12 @@ from snapvc.ids import ObjectId
 from snapvc.maintenance.graph import read_children
 from snapvc.objects import Commit
 from snapvc.refs.names import HEADS, TAGS, branch_ref, check_ref_name, short_name
+from snapvc.repository.core import RepositoryCore, open_repository
+from snapvc.repository.roles import Versioned
 from snapvc.store.codec import CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT, frame_base, frame_dictionary
 
 if TYPE_CHECKING:
     from snapvc.diff.merge import MergeResult, Resolve
-    from snapvc.repository.core import Repository
 
 __all__ = [
     "Remote", "TransferStats", "PushResult", "FetchResult", "PullResult",
@@ -74,7 +75,7 @@ _SETTING = "remotes"
 Progress = Callable[[int, int], None]
 
 
-def _no_progress(done: int, total: int) -> None:
+def no_progress(done: int, total: int) -> None:
     pass
 
 
@@ -86,10 +87,8 @@ class Remote:
     location: str
     options: Mapping[str, str] = field(default_factory=dict)
 
-    def open(self, *, create: bool = False) -> Repository:
+    def open(self, *, create: bool = False) -> RepositoryCore:
         """The repository at this remote's location (``create``: made if missing)."""
-        from snapvc.repository.core import open as open_repository
-
         return open_repository(self.location, create=create, **dict(self.options))
 
 
@@ -163,7 +162,7 @@ class PullResult:
 # -- remotes --------------------------------------------------------------------------------
 
 
-def remotes(repo: Repository) -> dict[str, Remote]:
+def remotes(repo: Versioned) -> dict[str, Remote]:
     """The repository's remotes, by name."""
     raw = repo.backend.get_setting(_SETTING)
     try:
@@ -174,12 +173,12 @@ def remotes(repo: Repository) -> dict[str, Remote]:
                               f"{type(exc).__name__}: {exc}") from None
 
 
-def _save(repo: Repository, all_remotes: Mapping[str, Remote]) -> None:
+def _save(repo: Versioned, all_remotes: Mapping[str, Remote]) -> None:
     repo.backend.set_setting(_SETTING, json.dumps(
         {r.name: {"location": r.location, "options": dict(r.options)} for r in all_remotes.values()}, sort_keys=True))
 
 
-def add_remote(repo: Repository, name: str, location: str, **options: str) -> Remote:
+def add_remote(repo: Versioned, name: str, location: str, **options: str) -> Remote:
     """Name ``location`` (with ``options`` to open it, e.g. ``endpoint=``) as a remote;
     replaces a remote of that name."""
     check_ref_name(name)
@@ -188,7 +187,7 @@ def add_remote(repo: Repository, name: str, location: str, **options: str) -> Re
     return remote
 
 
-def remove_remote(repo: Repository, name: str) -> None:
+def remove_remote(repo: Versioned, name: str) -> None:
     """Forget remote ``name`` and its remote-tracking refs."""
     found = remotes(repo)
     if name not in found:
@@ -200,16 +199,14 @@ def remove_remote(repo: Repository, name: str) -> None:
 
 
 class _Opened:
-    """The other side of a sync: a Repository given, or opened from a remote or location
+    """The other side of a sync: a repository given, or opened from a remote or location
     (and closed again); ``create``: a push creates a repository that is not there yet."""
 
-    def __init__(self, repo: Repository, other: Repository | str, options: Mapping[str, Any], *,
+    def __init__(self, repo: Versioned, other: Versioned | str, options: Mapping[str, Any], *,
                  create: bool = False) -> None:
-        from snapvc.repository.core import Repository, open as open_repository
-
         self.name: str | None = None
         self.owned = False
-        if isinstance(other, Repository):
+        if isinstance(other, RepositoryCore):
             self.repo = other
             self.label = other.location
             return
@@ -228,14 +225,14 @@ class _Opened:
             self.repo.close()
 
 
-def _track(repo: Repository, remote: str | None, branch: str, tip: ObjectId, reason: str) -> str | None:
+def _track(repo: Versioned, remote: str | None, branch: str, tip: ObjectId, reason: str) -> str | None:
     """Move ``refs/remotes/<remote>/<branch>`` to ``tip`` (a named remote only)."""
     if remote is None:
         return None
     ref = f"{REMOTES}{remote}/{branch}"
     for _ in range(3):
         old = repo.refs.get(ref)
-        if old == tip or repo._swap_ref(ref, old, tip, reason):
+        if old == tip or repo.swap_ref(ref, old, tip, reason):
             return ref
     raise RefConflictError(ref, None, repo.refs.get(ref))
 
@@ -243,14 +240,14 @@ def _track(repo: Repository, remote: str | None, branch: str, tip: ObjectId, rea
 # -- what travels ---------------------------------------------------------------------------
 
 
-def missing_commits(src: Repository, dst: Repository, tips: Iterable[ObjectId]) -> list[Commit]:
+def missing_commits(src: Versioned, dst: Versioned, tips: Iterable[ObjectId]) -> list[Commit]:
     """The commits reachable from ``tips`` in ``src`` that ``dst`` lacks, parents first."""
     known = set(dst.commits.ids())
     return commits_behind(lambda oid: src.get_commit(oid, walking=True), tips,
                           lambda batch: known.intersection(batch))
 
 
-def _check_incoming(src: Repository, dst: Repository, commits: list[Commit]) -> None:
+def _check_incoming(src: Versioned, dst: Versioned, commits: list[Commit]) -> None:
     """Refuse, before anything is written, a commit ``dst`` could not keep as it is: one
     whose fields do not hash to its id (a damaged copy: the history walk does not check
     them), of the wrong type or value (``Commit.check``: a message of None, which an
@@ -274,14 +271,14 @@ def _check_incoming(src: Repository, dst: Repository, commits: list[Commit]) -> 
         generations[commit.id] = commit.generation
 
 
-def _refresh(repo: Repository) -> None:
+def _refresh(repo: Versioned) -> None:
     """Let a store that caches what it knows (S3) read what others wrote meanwhile."""
     refresh = getattr(repo.backend.objects, "refresh", None)
     if refresh is not None:
         refresh()
 
 
-def _ship_dictionaries(src: Repository, dst: Repository, stats: TransferStats) -> set[int]:
+def _ship_dictionaries(src: Versioned, dst: Versioned, stats: TransferStats) -> set[int]:
     """The dictionary numbers whose frames can travel as they are: the same dictionary
     under the same number on both sides. An empty destination gets the source's first."""
     theirs = src.backend.objects.dictionaries()
@@ -296,8 +293,8 @@ def _ship_dictionaries(src: Repository, dst: Repository, stats: TransferStats) -
     return {n for n, data in theirs.items() if mine.get(n) == data}
 
 
-def copy_history(src: Repository, dst: Repository, tips: Iterable[ObjectId], *,
-                 progress: Progress = _no_progress) -> TransferStats:
+def copy_history(src: Versioned, dst: Versioned, tips: Iterable[ObjectId], *,
+                 progress: Progress = no_progress) -> TransferStats:
     """Copy into ``dst`` every commit reachable from ``tips`` in ``src`` and every object
     they need that ``dst`` lacks (see the module docstring). Moves no ref."""
     stats = TransferStats()
@@ -357,7 +354,7 @@ def copy_history(src: Repository, dst: Repository, tips: Iterable[ObjectId], *,
     return stats
 
 
-def _write_deepest_first(dst: Repository, levels: list[list[tuple[ObjectId, int, int, bool]]], spool: IO[bytes],
+def _write_deepest_first(dst: Versioned, levels: list[list[tuple[ObjectId, int, int, bool]]], spool: IO[bytes],
                          commits: list[Commit]) -> None:
     """Write the spooled objects in batches of about ``BATCH_BYTES``, the deepest level
     first, and the commits with the last batch. An object the destination holds then
@@ -370,7 +367,7 @@ def _write_deepest_first(dst: Repository, levels: list[list[tuple[ObjectId, int,
 
     def write(final: bool) -> None:
         nonlocal frames, reframe, size
-        with dst._write_lock, dst.backend.transaction():
+        with dst.write_lock, dst.backend.transaction():
             if frames:
                 dst.backend.objects.put_many(frames)
             if reframe:
@@ -398,21 +395,21 @@ def _write_deepest_first(dst: Repository, levels: list[list[tuple[ObjectId, int,
 # -- push, fetch, pull, clone ---------------------------------------------------------------
 
 
-def _contains(repo: Repository, tip: ObjectId, old: ObjectId) -> bool:
+def _contains(repo: Versioned, tip: ObjectId, old: ObjectId) -> bool:
     """Whether ``old`` is ``tip`` or one of its ancestors in ``repo``."""
     if repo.commits.get(old) is None:
         return False
     return repo.merge_base(old, tip) == old
 
 
-def push(repo: Repository, remote: Repository | str, branch: str | None = None, *, remote_branch: str | None = None,
-         force: bool = False, progress: Progress = _no_progress, **options: Any) -> PushResult:
+def push(repo: Versioned, remote: Versioned | str, branch: str | None = None, *, remote_branch: str | None = None,
+         force: bool = False, progress: Progress = no_progress, **options: Any) -> PushResult:
     """Send ``branch`` (default: HEAD's) to ``remote`` (a remote's name, a location —
     created if missing — or a ``Repository``) as ``remote_branch`` (default: the same
     name). Refused with
     ``PushRejectedError`` when the remote branch holds commits this one does not
     contain, unless ``force``. ``options`` open a location given directly (``endpoint=``)."""
-    ref = repo._branch_ref(branch)
+    ref = repo.branch_ref(branch)
     name = short_name(ref)
     tip = repo.refs.get(ref)
     if tip is None:
@@ -430,7 +427,7 @@ def push(repo: Repository, remote: Repository | str, branch: str | None = None, 
             raise PushRejectedError(target, other.label, old, tip)
         transfer = copy_history(repo, dst, [tip], progress=progress)
         reason = f"push: {'forced ' if forced else ''}from {repo.location}"
-        if not dst._swap_ref(target, old, tip, reason):
+        if not dst.swap_ref(target, old, tip, reason):
             raise RefConflictError(target, old, dst.refs.get(target))
         _track(repo, other.name, short_name(target), tip, f"push: {old.short if old else '(new)'} -> {tip.short}")
         return PushResult(other.label, target, old, tip, transfer, forced=forced)
@@ -438,7 +435,7 @@ def push(repo: Repository, remote: Repository | str, branch: str | None = None, 
         other.close()
 
 
-def _fetch_from(repo: Repository, other: _Opened, branches: Iterable[str] | None,
+def _fetch_from(repo: Versioned, other: _Opened, branches: Iterable[str] | None,
                 progress: Progress) -> FetchResult:
     src = other.repo
     heads = {name[len(HEADS):]: oid for name, oid in src.refs.list(HEADS).items()}
@@ -458,8 +455,8 @@ def _fetch_from(repo: Repository, other: _Opened, branches: Iterable[str] | None
     return FetchResult(other.label, heads, updated, transfer)
 
 
-def fetch(repo: Repository, remote: Repository | str, branches: Iterable[str] | None = None, *,
-          progress: Progress = _no_progress, **options: Any) -> FetchResult:
+def fetch(repo: Versioned, remote: Versioned | str, branches: Iterable[str] | None = None, *,
+          progress: Progress = no_progress, **options: Any) -> FetchResult:
     """Copy the remote's ``branches`` (default: all) and what they need into ``repo``,
     and move the remote-tracking refs of a named remote. No local branch moves."""
     other = _Opened(repo, remote, options)
@@ -469,13 +466,13 @@ def fetch(repo: Repository, remote: Repository | str, branches: Iterable[str] | 
         other.close()
 
 
-def pull(repo: Repository, remote: Repository | str, branch: str | None = None, *, resolve: Resolve = None,
-         progress: Progress = _no_progress, **options: Any) -> PullResult:
+def pull(repo: Versioned, remote: Versioned | str, branch: str | None = None, *, resolve: Resolve = None,
+         progress: Progress = no_progress, **options: Any) -> PullResult:
     """Fetch ``branch`` (default: HEAD's) from ``remote`` and merge it into the local
     branch of that name: a fast-forward when the local one has nothing of its own, else
     a three-way merge (``resolve`` as in ``Repository.merge``; with conflicts left,
     nothing is written and they are in the result). A branch missing here is created."""
-    name = short_name(repo._branch_ref(branch))
+    name = short_name(repo.branch_ref(branch))
     other = _Opened(repo, remote, options)
     try:
         fetched = _fetch_from(repo, other, [name], progress)
@@ -484,22 +481,20 @@ def pull(repo: Repository, remote: Repository | str, branch: str | None = None, 
     theirs = fetched.tips[name]
     ref = branch_ref(name)
     if repo.refs.get(ref) is None:
-        if not repo._swap_ref(ref, None, theirs, f"pull: created from {fetched.remote}"):
+        if not repo.swap_ref(ref, None, theirs, f"pull: created from {fetched.remote}"):
             raise RefConflictError(ref, None, repo.refs.get(ref))
         return PullResult(name, fetched, None, created=True)
     merged = repo.merge(theirs, into=name, resolve=resolve, message=f"Merge {fetched.remote} {name} into {name}")
     return PullResult(name, fetched, merged)
 
 
-def clone(src: Repository | str, dst: str, *, progress: Progress = _no_progress, origin: str = "origin",
-          src_options: Mapping[str, Any] | None = None, **options: Any) -> Repository:
+def clone(src: Versioned | str, dst: str, *, progress: Progress = no_progress, origin: str = "origin",
+          src_options: Mapping[str, Any] | None = None, **options: Any) -> RepositoryCore:
     """A new repository at ``dst`` (``options`` open it: ``endpoint=``...) holding every
     branch and tag of ``src`` (a location or a ``Repository``), HEAD on the same branch,
     and ``src`` as remote ``origin`` with its remote-tracking refs (when ``src`` is a
     location). ``RepositoryError`` if ``dst`` holds commits already."""
-    from snapvc.repository.core import Repository, open as open_repository
-
-    source = src if isinstance(src, Repository) else open_repository(str(src), create=False, **dict(src_options or {}))
+    source = src if isinstance(src, RepositoryCore) else open_repository(str(src), create=False, **dict(src_options or {}))
     # A clone that fails leaves no half-made repository file behind, as git removes the
     # folder of a failed clone (a file that was there before is left as it was).
     new_file = "://" not in str(dst) and not os.path.lexists(dst)
@@ -511,12 +506,12 @@ def clone(src: Repository | str, dst: str, *, progress: Progress = _no_progress,
             refs = {**source.refs.list(HEADS), **source.refs.list(TAGS)}
             copy_history(source, target, refs.values(), progress=progress)
             for ref, oid in refs.items():
-                if not target._swap_ref(ref, None, oid, f"clone: from {source.location}"):
+                if not target.swap_ref(ref, None, oid, f"clone: from {source.location}"):
                     raise RefConflictError(ref, None, target.refs.get(ref))
             head = source.refs.get_symbolic("HEAD")
             if head is not None:
                 target.refs.set_symbolic("HEAD", head)
-            if not isinstance(src, Repository):
+            if not isinstance(src, RepositoryCore):
                 add_remote(target, origin, str(src), **dict(src_options or {}))
                 for ref, oid in refs.items():
                     if ref.startswith(HEADS):

@@ -1,4 +1,10 @@
-"""The repository: commits of agent state on branches, and everything read from them.
+"""The repository core: commits of agent state on branches, and everything read from them.
+
+``RepositoryCore`` is the repository layer: commit, checkout, snapshot, branches and tags,
+reset, log, history, diff and merge, over a backend's object store, ref store and commit
+index. The public ``snapvc.Repository`` (``snapvc.api``) adds to it what the layers above
+do with a repository (maintenance, sync, git, threads, the working copy); those layers
+take the narrow roles of ``snapvc.repository.roles``, which this class fills.
 
 Write order (invariant 1): a commit's objects, the commit object and its index row are
 written before the branch ref moves, and on the embedded store all of it is one SQLite
@@ -18,13 +24,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 from snapvc.backends.base import Backend, open_backend
 from snapvc.diff.changes import Change, diff_values, plain_value
-from snapvc.encoding.nodes import children_of
+from snapvc.diff.merge import MergeResult, Resolve, check_resolve, find_merge_base, merge_states
+from snapvc.encoding.paths import StatePath, parse_path
 from snapvc.encoding.reader import Loader, MapView, ObjectCache
 from snapvc.encoding.seed import Seeder
 from snapvc.encoding.writer import EncodeCache, Encoder
@@ -41,11 +47,8 @@ from snapvc.errors import (
     RepositoryError,
     UnknownRevisionError,
 )
-from snapvc.maintenance.git.results import ExportResult, ImportResult
-from snapvc.repository.history import FieldVersions, HistoryEntry, PathProbe, path_changes, path_history, touches
 from snapvc.ids import ObjectId
-from snapvc.diff.merge import MergeResult, Resolve, check_resolve, find_merge_base, merge_states
-from snapvc.objects import BLOB, COMMIT, MAP, SEQ, TEXT, Commit, metadata_filter, split_object
+from snapvc.objects import COMMIT, KIND_NAMES, Commit, metadata_filter, split_object
 from snapvc.refs.base import ReflogEntry
 from snapvc.refs.names import (
     HEADS,
@@ -56,82 +59,16 @@ from snapvc.refs.names import (
     tag_ref,
 )
 from snapvc.refs.revs import resolve_rev
-from snapvc.agent.state import Checkpoint, State, StatePath, parse_path
-from snapvc.agent.threads import SESSION_KEY, Session, Thread, parse_thread_branch, thread_branch
+from snapvc.repository.history import FieldVersions, HistoryEntry, PathProbe, path_changes, path_history, touches
 from snapvc.store.codec import open_object_store
 
-if TYPE_CHECKING:
-    from snapvc.maintenance.sync import FetchResult, PullResult, PushResult, Remote
-    from snapvc.maintenance.fsck import FsckReport
-    from snapvc.maintenance.gc import GcReport, Keep
-    from snapvc.maintenance.graph import Progress
-
-__all__ = ["Repository", "RepoStats", "BranchStats", "open", "import_git", "format_bytes", "DEFAULT_BRANCH"]
+__all__ = ["RepositoryCore", "open_repository", "DEFAULT_BRANCH"]
 
 DEFAULT_BRANCH = "main"
 _GC_RETRIES = 3
 _MAX_BRANCH_CACHES = 8
 _PREFETCH_COMMITS = 256
 _MAX_CACHED_COMMITS = 200_000
-
-
-@dataclass(frozen=True, slots=True)
-class RepoStats:
-    """What a repository holds. ``logical_bytes`` is what storing every commit's whole
-    state separately would take (uncompressed); ``dedup_ratio`` is that over
-    ``stored_bytes``."""
-
-    objects: int
-    stored_bytes: int
-    logical_bytes: int
-    commits: int
-    branches: int
-    tags: int
-    objects_by_kind: dict[str, int]
-
-    @property
-    def dedup_ratio(self) -> float:
-        return self.logical_bytes / self.stored_bytes if self.stored_bytes else 0.0
-
-    def __str__(self) -> str:
-        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.objects_by_kind.items()))
-        return (
-            f"{self.commits} commits on {self.branches} branches ({self.tags} tags); "
-            f"{self.objects} objects ({kinds}); stored {format_bytes(self.stored_bytes)} for "
-            f"{format_bytes(self.logical_bytes)} of states: {self.dedup_ratio:.1f}x"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class BranchStats:
-    """What one branch's history holds: its ``commits``; ``logical_bytes``, what their
-    states would take stored whole, each separately (uncompressed); ``objects`` and
-    ``distinct_bytes``, the distinct objects those states are made of and their
-    uncompressed size. ``dedup_ratio`` is logical over distinct: how much sharing
-    unchanged parts between checkpoints saves, before compression."""
-
-    branch: str
-    commits: int
-    logical_bytes: int
-    objects: int
-    distinct_bytes: int
-
-    @property
-    def dedup_ratio(self) -> float:
-        return self.logical_bytes / self.distinct_bytes if self.distinct_bytes else 0.0
-
-    def __str__(self) -> str:
-        return (f"{self.branch}: {self.commits} commits; {self.objects} objects, {format_bytes(self.distinct_bytes)} "
-                f"for {format_bytes(self.logical_bytes)} of states: {self.dedup_ratio:.1f}x")
-
-
-def format_bytes(n: float) -> str:
-    """``512 B``, ``1.5 KB``, ``94.7 MB``: decimal units, as ``RepoStats`` shows them."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n} B"
 
 
 def _default_author() -> str:
@@ -141,12 +78,19 @@ def _default_author() -> str:
         return "snapvc"
 
 
-class Repository:
-    """A snapvc repository. Open one with ``snapvc.open(path_or_url)``.
+class RepositoryCore:
+    """The repository layer of a snapvc repository (see the module docstring); open
+    one with ``snapvc.open(path_or_url)``, which gives the public ``snapvc.Repository``.
 
-    Thread-safe: writes are serialized per repository object; several processes may
-    write one embedded repository at once (refs move by compare-and-swap).
+    Thread-safe: writes are serialized per repository object (``write_lock``); several
+    processes may write one embedded repository at once (refs move by compare-and-swap).
     """
+
+    #: The class a location is opened as (``open_repository``, and so a sync that opens
+    #: a remote): the public ``snapvc.Repository`` once ``snapvc.api`` is imported, which
+    #: sets it, so a repository opened anywhere has every operation. This layer needs only
+    #: the core, and does not import the layers above it to make one.
+    opened_as: ClassVar[type[RepositoryCore]]
 
     def __init__(self, backend: Backend, *, clock: Callable[[], float] = time.time, author: str | None = None,
                  cache_bytes: int = 64 << 20) -> None:
@@ -159,7 +103,9 @@ class Repository:
         self.author = author or _default_author()
         self.loader = Loader(self.store.get_many, ObjectCache(cache_bytes))
         self._encode_caches: dict[str, EncodeCache] = {}
-        self._write_lock = threading.RLock()
+        # Held by every write of this object (commits, ref moves, gc's sweep, a sync's
+        # writes): one writer at a time per repository object, across threads.
+        self.write_lock = threading.RLock()
         self._closed = False
         self._commit_cache: dict[ObjectId, Commit] = {}  # commits are immutable
         self._verified_commits: set[ObjectId] = set()  # read from the index and found sound
@@ -189,7 +135,7 @@ class Repository:
         if self._closed:
             raise RepositoryError(f"{self.location!r} is closed; open it again with snapvc.open()")
 
-    def __enter__(self) -> Repository:
+    def __enter__(self) -> RepositoryCore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -206,7 +152,9 @@ class Repository:
         target = self.refs.get_symbolic("HEAD")
         return short_name(target) if target else "HEAD"
 
-    def _branch_ref(self, branch: str | None) -> str:
+    def branch_ref(self, branch: str | None) -> str:
+        """The full ref name of ``branch`` (short, or ``refs/heads/...``); of HEAD's
+        branch when None (``main`` while HEAD points nowhere)."""
         if branch is None:
             target = self.refs.get_symbolic("HEAD")
             return target if target else branch_ref(DEFAULT_BRANCH)
@@ -282,14 +230,6 @@ class Repository:
 
     # -- writing ------------------------------------------------------------------------
 
-    def state(self, branch: str | None = None) -> State:
-        """A working copy of ``branch`` (default: HEAD's branch): its latest state, loaded
-        now, to change with dotted paths and commit with ``snapshot()`` at a cost that
-        follows what changed (see ``snapvc.State``). A branch with no commit yet starts
-        empty; the first snapshot creates it."""
-        self._require_open()
-        return State(self, short_name(self._branch_ref(branch)))
-
     def commit(
         self,
         state: Mapping[str, Any],
@@ -320,7 +260,7 @@ class Repository:
         ``_objects`` are objects the state refers to that were built outside the encoder
         (a merge's spliced trees): they are written with the commit, in its transaction.
         """
-        return self._write_commit(state, self._branch_ref(branch), message, metadata, author, parents, date,
+        return self._write_commit(state, self.branch_ref(branch), message, metadata, author, parents, date,
                                   _dirty_paths, _objects)
 
     def commit_tree(self, state: Mapping[str, Any], parents: Sequence[str | ObjectId] = (), message: str = "",
@@ -339,13 +279,14 @@ class Repository:
             try:
                 return self._write_commit_once(*args)
             except _SweptMeanwhile:
-                self._drop_caches()
+                self.invalidate_caches()
         raise RepositoryError(f"{self.location!r}: gc swept {_GC_RETRIES} times during one commit; commit again")
 
-    def _drop_caches(self) -> None:
+    def invalidate_caches(self) -> None:
         """Forget everything cached that could name an object gc deleted: encodings,
-        recent objects and delta bases, read objects, commits (invariant 5)."""
-        with self._write_lock:
+        recent objects and delta bases, read objects, commits (invariant 5). gc calls it
+        after a sweep; a commit calls it when it finds that a sweep ran meanwhile."""
+        with self.write_lock:
             self._encode_caches.clear()
             self.store.forget_all()
             self.loader.cache.clear()
@@ -366,7 +307,7 @@ class Repository:
             state = state.to_dict()
         if date is not None and (not isinstance(date, datetime) or date.tzinfo is None):
             raise InvalidCommitError("date", f"must be an aware datetime (with a time zone), not {date!r}")
-        with self._write_lock:
+        with self.write_lock:
             tip = self.refs.get(ref) if ref is not None else None
             cache = self._encode_cache(ref if ref is not None else "")
             encoder = Encoder(cache, self.loader)
@@ -408,7 +349,7 @@ class Repository:
                     touch = getattr(self.commits, "touch", None)
                     if ref is None and touch is not None:  # no ref reaches it: gc's grace period protects it
                         touch([commit.id])
-                    self._check_stored(commit.id, ref)
+                    self.check_stored(commit.id, ref)
                     reason = f"commit: {message.splitlines()[0] if message else '(no message)'}"
                     if ref is not None and not self.refs.compare_and_swap(ref, expected, commit.id, reason):
                         raise RefConflictError(ref, expected, self.refs.get(ref))
@@ -431,7 +372,7 @@ class Repository:
             del self._encode_caches[next(iter(self._encode_caches))]
         return cache
 
-    def _check_stored(self, oid: ObjectId, ref: str | None) -> None:
+    def check_stored(self, oid: ObjectId, ref: str | None) -> None:
         """Raise unless commit ``oid`` is stored here: its fields in the commit index,
         hashing to its id (or, in a repository written before the index held commits, its
         object in the store), and its root tree in the object store.
@@ -457,18 +398,18 @@ class Repository:
         if not self.backend.objects.has_many([commit.tree]):
             raise ObjectNotFoundError(commit.tree, f"the tree of commit {oid}{where}")
 
-    def _swap_ref(self, ref: str, expected: ObjectId | None, new: ObjectId | None, reason: str) -> bool:
+    def swap_ref(self, ref: str, expected: ObjectId | None, new: ObjectId | None, reason: str) -> bool:
         """``refs.compare_and_swap``, once ``new`` is checked to be stored, in the same
-        transaction (``_check_stored``): every move of a ref to a commit goes through
+        transaction (``check_stored``): every move of a ref to a commit goes through
         here or ``_move``, wherever the commit came from (a merge, a sync)."""
-        with self._write_lock, self.backend.transaction():
+        with self.write_lock, self.backend.transaction():
             if new is not None:
-                self._check_stored(new, ref)
+                self.check_stored(new, ref)
             return self.refs.compare_and_swap(ref, expected, new, reason)
 
     def _move(self, ref: str, new: ObjectId | None, reason: str, *, must_exist: bool = False,
               must_not_exist: bool = False) -> ObjectId | None:
-        with self._write_lock, self.backend.transaction():
+        with self.write_lock, self.backend.transaction():
             old = self.refs.get(ref)
             if must_exist and old is None:
                 raise RefNotFoundError(ref)
@@ -476,7 +417,7 @@ class Repository:
                 raise RefExistsError(ref)
             # A commit no ref reached may have been deleted by a gc since it was resolved.
             if new is not None:
-                self._check_stored(new, ref)
+                self.check_stored(new, ref)
             if not self.refs.compare_and_swap(ref, old, new, reason):
                 raise RefConflictError(ref, old, self.refs.get(ref))
             return old
@@ -519,14 +460,14 @@ class Repository:
     def reset(self, branch: str, to: str | ObjectId) -> Commit:
         """Move ``branch`` to ``to`` (time travel on the same branch). The reflog keeps
         the old tip: ``repo.reset(branch, to=f"{branch}@{{1}}")`` undoes it."""
-        ref = self._branch_ref(branch)
+        ref = self.branch_ref(branch)
         commit = self.get_commit(self.resolve(to))
         self._move(ref, commit.id, f"reset: moving to {to}", must_exist=True)
         return commit
 
     def switch(self, branch: str) -> None:
         """Make ``branch`` HEAD's branch (where ``commit`` goes by default)."""
-        ref = self._branch_ref(branch)
+        ref = self.branch_ref(branch)
         if self.refs.get(ref) is None:
             raise UnknownRevisionError(f"{branch}: no such branch")
         self.refs.set_symbolic("HEAD", ref)
@@ -557,7 +498,7 @@ class Repository:
         it would wait for the block in turn."""
         self._require_open()
         error: BaseException | None = None
-        with self._write_lock, self.backend.transaction():
+        with self.write_lock, self.backend.transaction():
             try:
                 yield
             except BaseException as exc:  # written anyway: each commit in it is whole
@@ -580,19 +521,18 @@ class Repository:
     # -- reading ------------------------------------------------------------------------
 
     def checkout(self, rev: str | ObjectId = "HEAD") -> dict[str, Any]:
-        """The state at ``rev`` as a fresh dict (a deep copy you may change). Checking
-        out a branch by name also makes it HEAD's branch, as ``git checkout`` does."""
+        """The state at ``rev`` as a fresh dict (a deep copy you may change). A read:
+        HEAD stays where it is (``switch`` moves it). The next commit of the state, changed,
+        to the branch ``rev`` names (or HEAD's, for any other rev) costs the change."""
         commit = self.get_commit(self.resolve(rev))
         state = self.loader.materialize(commit.tree)
         branch = None
         if isinstance(rev, str) and ref_name_problem(HEADS + rev) is None and self.refs.get(HEADS + rev) is not None:
             branch = HEADS + rev
-            if self.refs.get_symbolic("HEAD") != HEADS + rev:  # when HEAD is already there, a read stays a read
-                self.refs.set_symbolic("HEAD", branch_ref(rev))
         self._seed(branch, commit.tree, state)
         return state
 
-    def _load_state(self, commit_id: ObjectId, ref: str) -> dict[str, Any]:
+    def load_state(self, commit_id: ObjectId, ref: str) -> dict[str, Any]:
         """The state of commit ``commit_id`` as a fresh dict, taught to ``ref``'s encode
         cache (``State`` loads its working copy so)."""
         tree = self.get_commit(commit_id).tree
@@ -605,8 +545,8 @@ class Repository:
         ``state`` goes by default) what ``state``, just materialized from ``tree``, is
         stored as: the next commit of it, changed, costs the change (see
         ``snapvc.encoding.seed``)."""
-        with self._write_lock:
-            Seeder(self.loader, self._encode_cache(ref or self._branch_ref(None))).seed(bytes(tree), state)
+        with self.write_lock:
+            Seeder(self.loader, self._encode_cache(ref or self.branch_ref(None))).seed(bytes(tree), state)
 
     def snapshot(self, rev: str | ObjectId = "HEAD") -> MapView:
         """A lazy, read-only view of the state at ``rev``: reading one key loads only the
@@ -690,71 +630,6 @@ class Repository:
         root maps of the history once; later calls reuse what earlier ones counted."""
         return self._versions.at(self.get_commit(self.resolve(rev)))
 
-    # -- threads and sessions -----------------------------------------------------------
-
-    def thread(self, thread_id: str, namespace: str = "", *, session: str | None = None,
-               metadata: Mapping[str, Any] | None = None) -> Thread:
-        """The checkpoints of a thread (a run, task or workflow of an agent framework),
-        on the branch ``snapvc.thread_branch(thread_id, namespace)``; ``session`` and
-        ``metadata`` are stamped on every checkpoint made through it (``snapvc.agent.threads``)."""
-        self._require_open()
-        return Thread(self, thread_id, namespace, session=session, metadata=metadata)
-
-    def threads(self, session: str | None = None) -> list[Thread]:
-        """Every branch as a thread (``snapvc.parse_thread_branch``), by branch name; with
-        ``session``, only those whose latest checkpoint has that ``session_id``."""
-        out = []
-        for branch, tip in sorted(self.branches().items()):
-            found = None
-            if session is not None:
-                found = self.get_commit(tip).metadata.get(SESSION_KEY)
-                if found != session:
-                    continue
-            thread_id, namespace = parse_thread_branch(branch)
-            thread = Thread(self, thread_id, namespace, session=found)
-            if thread.branch == branch:  # a branch thread_branch would not make is no thread
-                out.append(thread)
-        return out
-
-    def session(self, session_id: str) -> Session:
-        """The threads and checkpoints of one session (``snapvc.agent.threads``)."""
-        return Session(self, session_id)
-
-    def delete_thread(self, thread_id: str) -> list[str]:
-        """Delete the branches of a thread, every namespace of it; returns them (empty if
-        it has none). The commits stay reachable from the reflog until gc expires them."""
-        root = thread_branch(thread_id)
-        doomed = [b for b in self.branches() if b == root or b.startswith(root + "/")]
-        for branch in sorted(doomed, reverse=True):
-            self.delete_branch(branch)
-        return sorted(doomed)
-
-    def checkpoint(self, rev: str | ObjectId = "HEAD") -> Checkpoint:
-        """The checkpoint record of the commit at ``rev`` (an id, a prefix, any rev): its
-        ``branch`` is the branch ``rev`` names, else the first branch (by name) whose
-        first-parent history holds the commit, else ""."""
-        oid = self.resolve(rev)
-        commit = self.get_commit(oid)
-        branch = None
-        if isinstance(rev, str):
-            ref = self.refs.get_symbolic("HEAD") if rev == "HEAD" else rev if rev.startswith(HEADS) else HEADS + rev
-            if ref is not None and ref_name_problem(ref) is None and self.refs.get(ref) == oid:
-                branch = short_name(ref)
-        if branch is None:
-            branch = next((b for b, tip in sorted(self.branches().items()) if self._on_first_parents(tip, commit)), "")
-        return Checkpoint.from_commit(self, commit, branch)
-
-    def _on_first_parents(self, tip: ObjectId, commit: Commit) -> bool:
-        oid: ObjectId | None = tip
-        while oid is not None:
-            if oid == commit.id:
-                return True
-            c = self.get_commit(oid, walking=True)
-            if c.generation <= commit.generation:
-                return False
-            oid = c.parent
-        return False
-
     def _commit_to_read(self, oid: ObjectId) -> Commit:
         """A commit met walking history whose state is read next: fetched with its
         first-parent chain (one commit index query for many), then checked."""
@@ -766,8 +641,8 @@ class Repository:
         """What changed from ``a`` to ``b``: ``Change(path, kind, old, new)`` for every
         added, removed or modified path (see ``snapvc.diff.changes`` for lists' indices).
 
-        ``a`` and ``b`` are revs, ``Checkpoint``s, or states in memory (a dict, a
-        ``State``, a snapshot). A state in memory is encoded first, without storing anything, at the cost of a
+        ``a`` and ``b`` are revs, or states in memory (a dict, a ``State``, a snapshot;
+        ``snapvc.Repository.diff`` takes ``Checkpoint``s too). A state in memory is encoded first, without storing anything, at the cost of a
         first commit of it; then both sides are compared as stored trees: subtrees
         under the same id are skipped unread. ``paths`` (dotted, or tuples of keys and
         indices) limits the diff to what lies at or below them; only those subtrees are
@@ -793,8 +668,6 @@ class Repository:
         """A side of a diff (the argument ``name``) as a stored tree: a rev's snapshot, or
         a state in memory encoded into objects kept in memory only, read through a loader
         of their own."""
-        if isinstance(side, Checkpoint):
-            side = side.values
         if isinstance(side, MapView):
             return side
         if isinstance(side, (str, ObjectId)):
@@ -843,7 +716,7 @@ class Repository:
         the old ones: a merge reads and writes what changed, not the whole state.
         """
         check_resolve(resolve)
-        ref = self._branch_ref(into)
+        ref = self.branch_ref(into)
         name = short_name(ref)
         tip = self.refs.get(ref)
         if tip is None:
@@ -853,7 +726,7 @@ class Repository:
         if base == theirs:
             return MergeResult(None, [], base, up_to_date=True)
         if base == tip and not no_ff:
-            if not self._swap_ref(ref, tip, theirs, f"merge {source}: Fast-forward"):
+            if not self.swap_ref(ref, tip, theirs, f"merge {source}: Fast-forward"):
                 raise RefConflictError(ref, tip, self.refs.get(ref))
             return MergeResult(self.get_commit(theirs), [], base, fast_forward=True)
         label = source.short if isinstance(source, ObjectId) else source
@@ -888,7 +761,7 @@ class Repository:
                                resolve, text, dict(target.metadata), target.author, parents=(tip,))
 
     def _tip_of(self, branch: str | None) -> tuple[str, ObjectId]:
-        ref = self._branch_ref(branch)
+        ref = self.branch_ref(branch)
         tip = self.refs.get(ref)
         if tip is None:
             raise RefNotFoundError(ref, f"branch {short_name(ref)!r} does not exist, or has no commit yet")
@@ -920,177 +793,6 @@ class Repository:
                              _objects=done.objects)
         return MergeResult(commit, [], base_id, resolved=done.resolved)
 
-    # -- git ----------------------------------------------------------------------------
-
-    def export_git(self, path: str | os.PathLike[str], branches: Iterable[str] | None = None, *, bare: bool = True,
-                   push: str | None = None, force: bool = False,
-                   progress: Callable[[int, int], None] | None = None) -> ExportResult:
-        """Write the history of ``branches`` (default: all, and every tag) as a git
-        repository at ``path`` (bare, or with HEAD's files checked out when ``bare`` is
-        False), incrementally, and push it to the git remote ``push`` if given (``force``
-        for a non-fast-forward): see ``snapvc.maintenance.git``. The same history always gives the
-        same git commit ids. ``progress(done, total)`` hears of each commit written."""
-        from snapvc.maintenance.git.export import export_git  # dulwich loads here, not with snapvc
-
-        self._require_open()
-        return export_git(self, path, branches, bare=bare, push=push, force=force, progress=progress)
-
-    def import_git(self, path: str | os.PathLike[str], branches: Iterable[str] | None = None) -> ImportResult:
-        """Read the history of a git repository's ``branches`` (default: all, and its
-        tags) into this repository, and point branches and tags of the same names at
-        it: see ``snapvc.maintenance.git``. An exported history comes back to the same commit ids."""
-        from snapvc.maintenance.git.export import import_git  # dulwich loads here, not with snapvc
-
-        self._require_open()
-        return import_git(self, path, branches)
-
-    # -- sync -------------------------------------------------------------------------------
-
-    def add_remote(self, name: str, location: str, **options: str) -> Remote:
-        """Name another repository's ``location`` (``options`` to open it: ``endpoint=``,
-        ``region=`` for S3) for ``push``, ``fetch`` and ``pull``: see ``snapvc.maintenance.sync``."""
-        from snapvc.maintenance import sync
-
-        return sync.add_remote(self, name, location, **options)
-
-    def remotes(self) -> dict[str, Remote]:
-        """This repository's remotes, by name."""
-        from snapvc.maintenance import sync
-
-        return sync.remotes(self)
-
-    def push(self, remote: str | Repository, branch: str | None = None, *, remote_branch: str | None = None,
-             force: bool = False, progress: Callable[[int, int], None] | None = None, **options: Any) -> PushResult:
-        """Send ``branch`` (default: HEAD's) and what it needs to ``remote`` (a remote's
-        name, a location, or a ``Repository``): only what the remote lacks travels, then
-        its branch moves by compare-and-swap. Not a fast-forward: ``PushRejectedError``
-        unless ``force``. See ``snapvc.maintenance.sync``."""
-        from snapvc.maintenance import sync
-
-        self._require_open()
-        return sync.push(self, remote, branch, remote_branch=remote_branch, force=force,
-                         progress=progress or sync._no_progress, **options)
-
-    def fetch(self, remote: str | Repository, branches: Iterable[str] | None = None, *,
-              progress: Callable[[int, int], None] | None = None, **options: Any) -> FetchResult:
-        """Copy ``remote``'s branches (default: all) here and move its remote-tracking
-        refs (``refs/remotes/<remote>/<branch>``); no local branch moves."""
-        from snapvc.maintenance import sync
-
-        self._require_open()
-        return sync.fetch(self, remote, branches, progress=progress or sync._no_progress, **options)
-
-    def pull(self, remote: str | Repository, branch: str | None = None, *, resolve: Resolve = None,
-             progress: Callable[[int, int], None] | None = None, **options: Any) -> PullResult:
-        """Fetch ``branch`` (default: HEAD's) from ``remote`` and merge it into the local
-        branch: a fast-forward, or a three-way merge (``resolve`` as in ``merge``)."""
-        from snapvc.maintenance import sync
-
-        self._require_open()
-        return sync.pull(self, remote, branch, resolve=resolve, progress=progress or sync._no_progress, **options)
-
-    # -- maintenance --------------------------------------------------------------------
-
-    def gc(self, *, dry_run: bool = False, grace: timedelta | float | None = None,
-           reflog_expiry: timedelta | float | None = None, keep: Keep | None = None,
-           progress: Progress | None = None, force: bool = False) -> GcReport:
-        """Delete what no ref, recent reflog entry or young object reaches (see
-        ``snapvc.maintenance.gc``): plan, then sweep, safely beside other writers.
-        ``grace`` (default 1 hour) protects objects and commits stored that recently;
-        on S3 it may not be shorter than ``GcTiming.min_grace`` (30 minutes by default)
-        unless ``force``, for when no other client is writing (``snapvc.backends.s3.objects``);
-        ``reflog_expiry`` (default 30 days) is how long reflog entries keep their commits
-        (older entries are expired); ``keep`` thins each branch's history first
-        (``snapvc.Keep``). ``dry_run`` changes nothing and reports what would go."""
-        from snapvc.maintenance import gc
-
-        self._require_open()
-        return gc.gc(self, dry_run=dry_run, grace=gc.DEFAULT_GRACE if grace is None else grace,
-                     reflog_expiry=gc.DEFAULT_REFLOG_EXPIRY if reflog_expiry is None else reflog_expiry, keep=keep,
-                     progress=progress or gc.no_progress, force=force)
-
-    def fsck(self, *, progress: Progress | None = None) -> FsckReport:
-        """Read and verify every object, commit, ref and reflog entry (see
-        ``snapvc.maintenance.fsck``): the problems found, each naming the object and the
-        refs and state paths that reach it; ``report.ok`` when there are none."""
-        from snapvc.maintenance import fsck
-
-        self._require_open()
-        return fsck.fsck(self, progress=progress or fsck.no_progress)
-
-    # -- statistics ---------------------------------------------------------------------
-
-    def stats(self) -> RepoStats:
-        """Objects, bytes stored, bytes the states would take stored whole, and the ratio.
-        Commits count as objects, of their canonical size (they live in the commit index)."""
-        sizes = self.store.sizes()
-        by_kind: dict[str, int] = {}
-        ids = list(self.store.iter_ids())
-        logical_of: dict[bytes, int] = {}
-        in_store: set[ObjectId] = set()
-        for start in range(0, len(ids), 500):
-            batch = ids[start : start + 500]
-            for oid, data in self.store.get_many(batch).items():
-                kind = data[0]
-                name = _kind_name(kind)
-                by_kind[name] = by_kind.get(name, 0) + 1
-                if kind == COMMIT:
-                    in_store.add(oid)
-        only_in_index = [oid for oid in self.commits.ids() if oid not in in_store]
-        if only_in_index:
-            by_kind["commit"] = by_kind.get("commit", 0) + len(only_in_index)
-        logical = 0
-        for cid in [*in_store, *only_in_index]:
-            logical += self._logical_size(self.get_commit(cid).tree, logical_of)
-        index_bytes = sum(len(self.get_commit(cid).encode()) for cid in only_in_index)
-        return RepoStats(
-            objects=sizes.objects + len(only_in_index),
-            stored_bytes=sizes.stored_bytes + index_bytes,
-            logical_bytes=logical,
-            commits=len(in_store) + len(only_in_index),
-            branches=len(self.refs.list(HEADS)),
-            tags=len(self.refs.list(TAGS)),
-            objects_by_kind=by_kind,
-        )
-
-    def branch_stats(self, branch: str, *, _logical: dict[bytes, int] | None = None) -> BranchStats:
-        """What ``branch``'s history holds (see ``BranchStats``): every commit reachable
-        from its tip, and every object their states are made of, read once each."""
-        logical_of = {} if _logical is None else _logical
-        ref = self._branch_ref(branch)
-        tip = self.refs.get(ref)
-        if tip is None:
-            raise RefNotFoundError(ref, f"no branch {short_name(ref)!r}")
-        commits = list(self.log(tip))
-        distinct: dict[bytes, int] = {}
-        waiting = [c.tree for c in commits]
-        while waiting:
-            oid = waiting.pop()
-            if oid in distinct:
-                continue
-            kind, payload = split_object(ObjectId(oid), self.loader.fetch(oid))
-            distinct[oid] = len(payload)
-            if kind != BLOB:
-                waiting.extend(children_of(kind, self.loader.node(oid)[1]))
-        logical = sum(self._logical_size(c.tree, logical_of) for c in commits)
-        return BranchStats(short_name(ref), len(commits), logical, len(distinct), sum(distinct.values()))
-
-    def _logical_size(self, oid: bytes, memo: dict[bytes, int]) -> int:
-        known = memo.get(oid)
-        if known is not None:
-            return known
-        data = self.loader.fetch(oid)
-        kind, payload = split_object(ObjectId(oid), data)
-        if kind == BLOB:
-            size = len(payload)
-        else:
-            _, node = self.loader.node(oid)
-            refs = children_of(kind, node)
-            size = len(payload) - 34 * len(refs) + sum(self._logical_size(r, memo) for r in refs)
-        memo[oid] = size
-        return size
-
-
 class _SweptMeanwhile(Exception):
     """A commit found the gc epoch changed inside its transaction: encode it again."""
 
@@ -1111,7 +813,7 @@ def _value_at(value: Any, path: tuple[str | int, ...]) -> Any:
 
 
 def _kind_name(kind: int) -> str:
-    return {BLOB: "blob", MAP: "map", SEQ: "seq", TEXT: "text", COMMIT: "commit"}.get(kind, f"kind {kind:#04x}")
+    return KIND_NAMES.get(kind, f"kind {kind:#04x}")
 
 
 _MISSING = object()
@@ -1144,11 +846,13 @@ def _parse_paths(paths: StatePath | Iterable[StatePath]) -> list[tuple[str | int
     return list(dict.fromkeys(parse_path(p) for p in paths))
 
 
-def open(location: str | os.PathLike[str] = "agent.snapvc", *, create: bool = True, durability: str = "normal",
-         clock: Callable[[], float] | None = None, author: str | None = None, **options: Any) -> Repository:
-    """Open (or create) a repository: a file path for the embedded default, ``"memory://"``,
-    or ``"s3://bucket/prefix"`` on S3-compatible storage (``options``: ``endpoint=``,
-    ``region=``, ``cache_dir=``; credentials from the environment; see ``snapvc.backends.s3.backend``).
+def open_repository(location: str | os.PathLike[str] = "agent.snapvc", *, create: bool = True,
+                    durability: str = "normal", clock: Callable[[], float] | None = None, author: str | None = None,
+                    **options: Any) -> RepositoryCore:
+    """Open (or create) the repository at ``location`` as ``RepositoryCore.opened_as``:
+    a file path for the embedded default, ``"memory://"``, or ``"s3://bucket/prefix"`` on
+    S3-compatible storage (``options``: ``endpoint=``, ``region=``, ``cache_dir=``;
+    credentials from the environment; see ``snapvc.backends.s3.backend``).
 
     ``durability`` is ``"sync"``, ``"normal"`` (default) or ``"batch"`` (see
     ``snapvc.backends.sqlite.objects``). ``clock`` and ``author`` are injectable for reproducible runs.
@@ -1159,15 +863,7 @@ def open(location: str | os.PathLike[str] = "agent.snapvc", *, create: bool = Tr
     unless ``create``, which makes a missing or empty file a new repository.
     """
     backend = open_backend(location, create=create, durability=durability, clock=clock, **options)
-    return Repository(backend, clock=clock or time.time, author=author)
+    return RepositoryCore.opened_as(backend, clock=clock or time.time, author=author)
 
 
-def import_git(path: str | os.PathLike[str], into: str | os.PathLike[str] | Repository = "agent.snapvc",
-               branches: Iterable[str] | None = None) -> ImportResult:
-    """Read a git repository's history into the snapvc repository ``into`` (a
-    ``Repository``, or a location opened, created if missing, and closed again): see
-    ``Repository.import_git``."""
-    if isinstance(into, Repository):
-        return into.import_git(path, branches)
-    with open(into) as repo:
-        return repo.import_git(path, branches)
+RepositoryCore.opened_as = RepositoryCore

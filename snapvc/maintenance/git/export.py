@@ -46,7 +46,7 @@ from snapvc.ids import ObjectId
 from snapvc.objects import Commit
 
 if TYPE_CHECKING:
-    from snapvc.repository.core import Repository
+    from snapvc.repository.roles import Versioned
 
 __all__ = ["ExportResult", "GitCommitMap", "ImportResult", "export_git", "import_git"]
 
@@ -62,7 +62,7 @@ class GitCommitMap:
     one map serves every target). Kept in the repository's SQLite file (table
     ``git_commits_v1``), or in memory beside a memory repository's objects."""
 
-    def __init__(self, repo: Repository) -> None:
+    def __init__(self, repo: Versioned) -> None:
         self._file = repo.backend.file
         self._table = f"git_commits_v{LAYOUT_VERSION}"
         if self._file is not None:
@@ -123,7 +123,7 @@ def _git_message(commit: Commit) -> bytes:
     return (commit.message + "\n\n" + "\n".join(trailers) + "\n").encode()
 
 
-def export_git(repo: Repository, path: str | os.PathLike[str], branches: Iterable[str] | None = None, *,
+def export_git(repo: Versioned, path: str | os.PathLike[str], branches: Iterable[str] | None = None, *,
                bare: bool = True, push: str | None = None, force: bool = False,
                progress: Callable[[int, int], None] | None = None) -> ExportResult:
     """Write the history of ``branches`` (default: every branch, and every tag) into
@@ -177,7 +177,7 @@ def export_git(repo: Repository, path: str | os.PathLike[str], branches: Iterabl
         target.close()
 
 
-def _commits_to_write(repo: Repository, tips: list[ObjectId], commit_map: GitCommitMap,
+def _commits_to_write(repo: Versioned, tips: list[ObjectId], commit_map: GitCommitMap,
                       target: Repo) -> tuple[list[Commit], dict[bytes, bytes]]:
     """The commits behind ``tips`` that ``target`` lacks, parents first, and the git
     shas of the commits it holds already where the walk stopped (and of such tips)."""
@@ -293,7 +293,7 @@ def _commit_time(git_commit: GitCommit, trailers: _Trailers, where: str) -> date
         raise GitError(f"{where}: its author time {seconds} is out of the range of dates") from None
 
 
-def import_git(repo: Repository, path: str | os.PathLike[str], branches: Iterable[str] | None = None) -> ImportResult:
+def import_git(repo: Versioned, path: str | os.PathLike[str], branches: Iterable[str] | None = None) -> ImportResult:
     """Read the history of ``branches`` (default: every branch, and every tag) of the
     git repository at ``path`` into ``repo``, and point branches and tags of the same
     names at it (moving existing ones). Each commit's tree is read as a state (see
@@ -359,7 +359,7 @@ def import_git(repo: Repository, path: str | os.PathLike[str], branches: Iterabl
         source.close()
 
 
-def _already_here(repo: Repository, claimed: str, sha: bytes, commit_map: GitCommitMap) -> bool:
+def _already_here(repo: Versioned, claimed: str, sha: bytes, commit_map: GitCommitMap) -> bool:
     """Whether the snapvc commit a git commit names is in ``repo`` and was exported as
     that very git commit (so it need not be rebuilt)."""
     oid = ObjectId.from_hex(claimed)  # a well-formed id: _parse_message saw to it
