@@ -128,7 +128,7 @@ def build_graph(run: AgentRun, steps: int, *, delta: bool = False) -> Any:
         documents: Any = Annotated[dict, DeltaChannel(_merge_all)]
     else:
         messages, documents = Annotated[list, operator.add], dict
-    schema = TypedDict("AgentState", {"messages": messages, "scratchpad": dict, "documents": documents,  # type: ignore[misc]
+    schema = TypedDict("AgentState", {"messages": messages, "scratchpad": dict, "documents": documents,  # type: ignore[misc]  # noqa: UP013
                                       "counters": dict, "task": dict})
 
     def agent(state: dict[str, Any]) -> dict[str, Any]:

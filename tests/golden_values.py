@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import date, datetime, UTC
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
@@ -35,7 +35,7 @@ def golden_states() -> dict[str, dict[str, Any]]:
                     "nan": float("nan"), "inf": float("inf"), "ninf": float("-inf")},
         "text-bytes": {"s": "héllo ✓", "b": b"\x00\x01\xff", "empty": ""},
         "containers": {"l": [1, 2, 3], "t": (1, "a", (2.0,)), "nested": {"k": [{"z": 1}], "e": []}},
-        "ext-types": {"dt": datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=timezone.utc), "naive": datetime(2026, 1, 2),
+        "ext-types": {"dt": datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC), "naive": datetime(2026, 1, 2),
                       "d": date(2026, 1, 2), "u": UUID(int=1), "dec": Decimal("1.10")},
         "typed": {"p": Point(1, 2.5), "ps": [Point(i, i / 2) for i in range(3)]},
         "long-text": {"doc": _words(1, 900)},

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import random
 from typing import Any
 
@@ -147,7 +148,7 @@ def test_random_edits_in_every_shape_match_encoding_from_scratch(shape: str) -> 
                     edit(rnd, target)
                 else:
                     held.append(state)
-                    state = rebuilt(state, path, lambda copied: edit(rnd, copied))
+                    state = rebuilt(state, path, functools.partial(edit, rnd))
             if step % 8 == 5:
                 commit_fails(repo, state)
             c = repo.commit(state)

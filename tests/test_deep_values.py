@@ -6,6 +6,7 @@ Python's recursion limit as a raw ``RecursionError``."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -54,8 +55,8 @@ def test_the_json_forms_and_the_encoder_agree_on_the_deepest_state(kind: str) ->
     path = "state['a']" + STEP[kind] * (MAX_DEPTH - 1)  # the first container refused
     for containers in (MAX_DEPTH + 1, FAR):
         state, form = {"a": chain(containers - 1, kind)}, {"a": json_chain(containers - 1, kind)}
-        for way in (lambda: snapvc.to_jsonable(state), lambda: snapvc.from_jsonable(form),
-                    lambda: repo.commit(state)):
+        for way in (functools.partial(snapvc.to_jsonable, state), functools.partial(snapvc.from_jsonable, form),
+                    functools.partial(repo.commit, state)):
             with pytest.raises(snapvc.UnsupportedValueError) as raised:
                 way()
             assert raised.value.path == path

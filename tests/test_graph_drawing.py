@@ -40,7 +40,7 @@ def edges_drawn(rows: list[GraphRow]) -> tuple[set[tuple[ObjectId, ObjectId]], C
         g = row.graph
         where = f"row {number} {g!r}"
 
-        def at(k: int) -> str:
+        def at(k: int, g: str = g) -> str:
             return g[k] if 0 <= k < len(g) else " "
 
         if row.commit is not None:
@@ -57,7 +57,7 @@ def edges_drawn(rows: list[GraphRow]) -> tuple[set[tuple[ObjectId, ObjectId]], C
         below: dict[int, set[ObjectId]] = {}
         used: set[int] = set()
 
-        def take(k: int) -> None:
+        def take(k: int, used: set[int] = used, where: str = where) -> None:
             assert k not in used, f"{where}: position {k} read for two lines"
             used.add(k)
 
@@ -154,7 +154,7 @@ def test_log_graph_of_the_reported_repository(tmp_path: Path) -> None:
         return done.stdout
 
     def commit(branch: str, message: str) -> None:
-        snapvc("commit", "-b", branch, "-m", message, stdin='{"v": "%s"}' % message)
+        snapvc("commit", "-b", branch, "-m", message, stdin=f'{{"v": "{message}"}}')
 
     snapvc("init", str(repo))
     for branch, message in [("main", "base"), ("w", "w1"), ("main", "m1")]:

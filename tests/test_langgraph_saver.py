@@ -197,7 +197,9 @@ def test_a_delta_channel_is_rebuilt_from_the_writes_of_its_ancestors(tmp_path: P
     def append_all(state: list[Any] | None, writes: list[list[int]]) -> list[Any]:
         return [*(state or []), *(x for batch in writes for x in batch)]
 
-    Log = TypedDict("Log", {"items": Annotated[list, DeltaChannel(append_all, snapshot_frequency=4)]})
+    # The functional form, as LangGraph reads the schema's annotations: a class body's would be
+    # strings here (annotations are postponed), naming DeltaChannel and append_all, which are local.
+    Log = TypedDict("Log", {"items": Annotated[list, DeltaChannel(append_all, snapshot_frequency=4)]})  # noqa: UP013
     builder = StateGraph(Log)
     builder.add_node("add", lambda s: {"items": [len(s["items"])]})
     builder.add_edge(START, "add")
@@ -316,7 +318,7 @@ def test_deleting_a_run_in_the_middle_keeps_the_checkpoints_after_it_on_its_pare
                                {"log": n})
             saver.put_writes(config, [("log", [n])], f"task-{n}")
             stored.append(config)
-        saver.repo.checkout("t")  # HEAD on the thread's branch stays there
+        saver.repo.switch("t")  # HEAD on the thread's branch stays there
         saver.delete_for_runs(["r2"])
         listed = list(saver.list({"configurable": {"thread_id": "t"}}))
         assert [t.metadata["run_id"] for t in listed] == ["r3", "r1"]

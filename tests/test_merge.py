@@ -704,7 +704,7 @@ def test_spliced_trees_equal_fresh_encodings() -> None:
     repo = snapvc.open("memory://")
     rng = random.Random(7)
     encode = element_encoder()
-    for trial in range(12):
+    for _trial in range(12):
         n = rng.choice([65, 400, 3000])
         items = [f"item {i} " + "x" * rng.randrange(40) for i in range(n)]
         mapping = {f"k{i:05d}": v for i, v in enumerate(items)}

@@ -11,7 +11,8 @@ import snapvc
 import snapvc.errors
 
 PUBLIC = {
-    "open", "Repository", "Commit", "Change", "KeyChanges", "key_changes", "HistoryEntry", "ObjectId", "RepoStats", "BranchStats", "import_git", "ExportResult", "ImportResult", "GitError", "Keep", "GcReport", "FsckReport", "ReflogEntry", "MapView", "SeqView",
+    "open", "Repository", "Commit", "Change", "KeyChanges", "key_changes", "HistoryEntry", "ObjectId", "RepoStats", "BranchStats",
+    "import_git", "ExportResult", "ImportResult", "GitError", "Keep", "GcReport", "FsckReport", "ReflogEntry", "MapView", "SeqView",
     "State", "Checkpoint", "register_type", "to_jsonable", "from_jsonable", "__version__",
     "Thread", "Session", "thread_branch", "parse_thread_branch", "CheckpointNotFoundError", "Runner", "Step", "END",
     "aio",
@@ -21,7 +22,8 @@ PUBLIC = {
     "StepContractError", "ResumeError",
     "UnsupportedValueError", "UnknownTypeError", "PathError", "RepositoryError", "RepositoryNotFoundError",
     "RepositoryFolderError",
-    "NotARepositoryError", "FormatVersionError", "DamagedRowsError", "UnsafeGcError", "TypeAdapterError", "ObjectError", "ObjectNotFoundError", "CorruptObjectError",
+    "NotARepositoryError", "FormatVersionError", "DamagedRowsError", "UnsafeGcError", "TypeAdapterError", "ObjectError", "ObjectNotFoundError",
+    "CorruptObjectError",
     "RevisionError", "UnknownRevisionError", "AmbiguousRevisionError", "InvalidRevisionError", "RefError",
     "InvalidRefNameError", "RefNotFoundError", "RefExistsError", "RefConflictError",
     "clone", "Remote", "PushResult", "FetchResult", "PullResult", "TransferStats", "PushRejectedError",
@@ -31,7 +33,8 @@ REPOSITORY_METHODS = {
     "commit", "checkout", "snapshot", "branch", "branches", "tag", "tags", "delete_branch", "delete_tag", "reset",
     "switch", "reflog", "log", "history", "diff", "resolve", "get_commit", "stats", "close", "state",
     "merge", "merge_base", "revert", "cherry_pick",
-    "branch_stats", "commit_tree", "gc", "fsck", "export_git", "import_git", "versions", "thread", "threads", "session", "delete_thread", "checkpoint", "durability", "deferred",
+    "branch_stats", "commit_tree", "gc", "fsck", "export_git", "import_git", "versions", "thread", "threads", "session", "delete_thread",
+    "checkpoint", "durability", "deferred",
     "push", "pull", "fetch", "add_remote", "remotes",
 }
 

@@ -235,15 +235,17 @@ def test_checkout_of_a_commit_id_and_of_head(repo: snapvc.Repository) -> None:
     assert repo.checkout("HEAD") == {"v": 2}
 
 
-def test_checkout_of_a_branch_moves_head(repo: snapvc.Repository) -> None:
+def test_checkout_is_a_read_and_switch_moves_head(repo: snapvc.Repository) -> None:
     repo.commit({"on": "main"})
     repo.commit({"on": "other"}, branch="other")
     assert repo.head == "main"
     assert repo.checkout("other") == {"on": "other"}
+    assert repo.head == "main", "checking out a branch moved HEAD"
+    repo.switch("other")
     assert repo.head == "other"
     repo.commit({"on": "other", "n": 2})
     assert repo.checkout("other")["n"] == 2
-    assert repo.checkout("main") == {"on": "main"}
+    assert repo.checkout("main") == {"on": "main"} and repo.head == "other"
 
 
 def test_checkout_of_unknown_revisions(repo: snapvc.Repository) -> None:
@@ -853,7 +855,7 @@ def test_two_processes_racing_on_one_branch(tmp_path: Path, mode: str) -> None:
         for who, other in (("p", "q"), ("q", "p"))
     ]
     outputs = [p.communicate(timeout=120) for p in procs]
-    for p, (out, err) in zip(procs, outputs):
+    for p, (_out, err) in zip(procs, outputs):
         assert p.returncode == 0, err
     # Both first commits built on the initial commit: one lost its race, read again and
     # retried (the history below holds every commit of both).
@@ -893,15 +895,15 @@ def test_log_and_where_read_no_object(tmp_path: Path) -> None:
         assert reads == [], "log, where= and rev walks are answered from the commit index"
 
 
-def test_checkout_moves_head_to_a_branch_and_writes_nothing_otherwise(tmp_path: Path) -> None:
+def test_checkout_writes_nothing(tmp_path: Path) -> None:
     with snapvc.open(tmp_path / "h.snapvc") as repo:
         repo.commit({"n": 1})
         repo.branch("other")
         conn = repo.backend.file.conn  # type: ignore[union-attr]
         before = conn.total_changes
         assert repo.checkout("main") == {"n": 1} and repo.checkout("main~0") == {"n": 1}
-        assert conn.total_changes == before, "checking out the branch HEAD is on wrote to the file"
-        repo.checkout("other")
-        assert repo.head == "other" and conn.total_changes > before
-        repo.commit({"n": 2})
+        assert repo.checkout("other") == {"n": 1} and repo.snapshot("other")["n"] == 1
+        assert conn.total_changes == before, "a checkout wrote to the file"
+        assert repo.head == "main"
+        repo.commit({"n": 2}, branch="other")
         assert repo.checkout("other") == {"n": 2} and repo.checkout("main") == {"n": 1}

@@ -276,7 +276,7 @@ def test_dict_nesting(round_trip: RoundTrip) -> None:
 def test_dates_times_and_durations(round_trip: RoundTrip) -> None:
     state = {
         "naive": dt.datetime(2024, 5, 17, 13, 45, 30, 123456),
-        "utc": dt.datetime(2024, 5, 17, 13, 45, 30, tzinfo=dt.timezone.utc),
+        "utc": dt.datetime(2024, 5, 17, 13, 45, 30, tzinfo=dt.UTC),
         "offset": dt.datetime(2024, 5, 17, 13, 45, tzinfo=dt.timezone(dt.timedelta(hours=-5, minutes=-30))),
         "paris summer": dt.datetime(2024, 7, 1, 9, 0, tzinfo=PARIS),
         "paris winter": dt.datetime(2024, 1, 1, 9, 0, 0, 1, tzinfo=PARIS),
@@ -284,7 +284,7 @@ def test_dates_times_and_durations(round_trip: RoundTrip) -> None:
         "max": dt.datetime.max,
         "date": dt.date(1999, 12, 31),
         "time": dt.time(23, 59, 59, 999999),
-        "time utc": dt.time(8, 30, tzinfo=dt.timezone.utc),
+        "time utc": dt.time(8, 30, tzinfo=dt.UTC),
         "timedelta": dt.timedelta(days=-3, seconds=5, microseconds=7),
         "big timedelta": dt.timedelta(days=999_999_999),
         "list": [dt.date(2020, 2, 29), dt.timedelta(0)],
@@ -342,7 +342,7 @@ def test_pydantic_models_small_and_large(round_trip: RoundTrip) -> None:
     large = Message(role="tool", content=random_text(15_000), tokens=4000, attachment=random_bytes(11_000))
     convo = Conversation(
         id=uuid.UUID(int=42),
-        started=dt.datetime(2024, 3, 1, 12, tzinfo=dt.timezone.utc),
+        started=dt.datetime(2024, 3, 1, 12, tzinfo=dt.UTC),
         messages=[small, large],
         extra={"note": Note("n", "b", [])},
     )
@@ -541,7 +541,7 @@ def test_different_values_get_different_trees() -> None:
         ({"a": []}, {"a": ()}),
         ({"a": None}, {}),
         ({"a": Decimal("1.0")}, {"a": Decimal("1.00")}),
-        ({"a": dt.datetime(2024, 1, 1)}, {"a": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)}),
+        ({"a": dt.datetime(2024, 1, 1)}, {"a": dt.datetime(2024, 1, 1, tzinfo=dt.UTC)}),
         ({"a": Point(1, 2)}, {"a": {"x": 1, "y": 2, "label": ()}}),
     ]
     for left, right in pairs:
