@@ -137,7 +137,11 @@ def test_checkout_output_commits_back_exactly(repo_dir: Path) -> None:
         exotic = {"blob": b"\x00\xff", "pair": (1, 2.5), "nan": float("nan"), "big": 2**80, "$snapvc": "mine"}
         original = repo.commit(exotic, branch="exotic", message="types")
     whole = run("checkout", "exotic", "-o", "state.json", cwd=repo_dir)
-    assert whole.returncode == 0 and "Switched to branch 'exotic'" in whole.stderr
+    assert whole.returncode == 0 and whole.stderr == ""  # a read: HEAD stays on main
+    switched = run("switch", "exotic", cwd=repo_dir)
+    assert switched.returncode == 0 and "Switched to branch 'exotic'" in switched.stdout
+    nowhere = run("switch", "no-such-branch", cwd=repo_dir)
+    assert nowhere.returncode != 0 and "no-such-branch" in nowhere.stderr
     again = run("commit", "state.json", "-m", "same state", cwd=repo_dir)  # HEAD is on exotic now
     assert again.returncode == 0, again.stderr
     with snapvc.open(repo_dir / "agent.snapvc") as repo:

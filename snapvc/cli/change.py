@@ -153,6 +153,23 @@ def branch(out: Output, repo_path: str | None, as_json: bool, name: str | None, 
 
 @click.command()
 @repo_command
+@click.argument("name", shell_complete=_BRANCHES)
+@pass_output
+def switch(out: Output, repo_path: str | None, as_json: bool, name: str) -> None:
+    """Make branch NAME HEAD's branch: where 'snapvc commit' and 'snapvc merge' go by default."""
+    with open_repo(repo_path) as repo:
+        before = repo.head
+        repo.switch(name)
+        if as_json:
+            out.json({"head": repo.head, "was": before})
+        elif before == repo.head:
+            out.print(f"Already on '{escape(repo.head)}'")
+        else:
+            out.print(f"Switched to branch '{escape(repo.head)}'")
+
+
+@click.command()
+@repo_command
 @click.argument("name", required=False, shell_complete=_TAGS)
 @click.argument("rev", required=False, default="HEAD", metavar="[REV]", shell_complete=_REVS)
 @click.option("-d", "--delete", is_flag=True, help="delete tag NAME")

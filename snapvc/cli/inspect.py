@@ -1,6 +1,5 @@
 """The commands that read a repository: ``log``, ``show``, ``checkout``, ``diff``,
-``history``, ``reflog``, ``stats``. None of them writes, except that ``checkout`` of a
-branch makes it HEAD's branch, as ``git checkout`` does."""
+``history``, ``reflog``, ``stats``. None of them writes: ``snapvc switch`` moves HEAD."""
 
 from __future__ import annotations
 
@@ -169,24 +168,19 @@ def _print_changes(out: Output, changes: list[snapvc.Change], title: str, stat: 
 def checkout(out: Output, repo_path: str | None, as_json: bool, rev: str, dotted: str | None,
              output: str | None) -> None:
     """Print the state at REV as JSON (exact: values JSON cannot hold are tagged objects
-    that 'snapvc commit' reads back). Checking out a branch makes it HEAD's branch."""
+    that 'snapvc commit' reads back). A read: HEAD stays where it is ('snapvc switch' moves it)."""
     with open_repo(repo_path) as repo:
-        before = repo.head
         if dotted is None:
             value: Any = repo.checkout(rev)
         else:
             commit = repo.resolve(rev)
             value = value_at(repo.snapshot(commit), state_path(dotted), dotted, rev)
             value = plain_value(value)
-            if rev in repo.branches():
-                repo.switch(rev)
         text = _dumps(value)
         if output is None:
             click.echo(text)
         else:  # all or nothing: a failed write (a full disk) leaves the old file as it was
             write_atomically(output, (text + "\n").encode())
-        if repo.head != before:
-            out.err.print(f"Switched to branch '{escape(repo.head)}'")
 
 
 @click.command()

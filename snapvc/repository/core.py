@@ -27,7 +27,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
-from snapvc.backends.base import Backend, open_backend
+from snapvc.backends.base import Backend
+from snapvc.backends.open import open_backend
 from snapvc.diff.changes import Change, diff_values, plain_value
 from snapvc.diff.merge import MergeResult, Resolve, check_resolve, find_merge_base, merge_states
 from snapvc.encoding.paths import StatePath, parse_path
@@ -346,9 +347,8 @@ class RepositoryCore:
                     self.store.put_many([(oid, data) for oid, data in objects.items() if oid not in present],
                                         encoder.bases)
                     self.commits.add(commit)
-                    touch = getattr(self.commits, "touch", None)
-                    if ref is None and touch is not None:  # no ref reaches it: gc's grace period protects it
-                        touch([commit.id])
+                    if ref is None and self.commits.capabilities.touch:  # no ref reaches it: gc's grace period protects it
+                        self.commits.touch([commit.id])
                     self.check_stored(commit.id, ref)
                     reason = f"commit: {message.splitlines()[0] if message else '(no message)'}"
                     if ref is not None and not self.refs.compare_and_swap(ref, expected, commit.id, reason):
