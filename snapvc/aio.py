@@ -277,7 +277,7 @@ class AsyncState(MutableMapping[str, Any]):
         """The checkpoint of ``base`` (read when the working copy was loaded or last moved)."""
         return self.sync.checkpoint
 
-    def get(self, path: StatePath, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, path: StatePath, default: Any = None) -> Any:
         return self.sync.get(path, default)
 
     def set(self, path: StatePath, value: Any) -> None:

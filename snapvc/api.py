@@ -23,6 +23,7 @@ from snapvc.maintenance import gc as _gc
 from snapvc.maintenance import stats as _stats
 from snapvc.maintenance import sync as _sync
 from snapvc.maintenance.git.results import ExportResult, ImportResult
+from snapvc.maintenance.graph import Progress, no_progress
 from snapvc.maintenance.stats import BranchStats, RepoStats
 from snapvc.refs.names import short_name
 from snapvc.repository.core import RepositoryCore, open_repository
@@ -30,7 +31,6 @@ from snapvc.repository.core import RepositoryCore, open_repository
 if TYPE_CHECKING:
     from snapvc.maintenance.fsck import FsckReport
     from snapvc.maintenance.gc import GcReport, Keep
-    from snapvc.maintenance.graph import Progress
     from snapvc.maintenance.sync import FetchResult, PullResult, PushResult, Remote
 
 __all__ = ["Repository", "open", "clone", "import_git"]
@@ -170,14 +170,14 @@ class Repository(RepositoryCore):
         self._require_open()
         return _gc.gc(self, dry_run=dry_run, grace=_gc.DEFAULT_GRACE if grace is None else grace,
                       reflog_expiry=_gc.DEFAULT_REFLOG_EXPIRY if reflog_expiry is None else reflog_expiry, keep=keep,
-                      progress=progress or _gc.no_progress, force=force)
+                      progress=progress or no_progress, force=force)
 
     def fsck(self, *, progress: Progress | None = None) -> FsckReport:
         """Read and verify every object, commit, ref and reflog entry (see
         ``snapvc.maintenance.fsck``): the problems found, each naming the object and the
         refs and state paths that reach it; ``report.ok`` when there are none."""
         self._require_open()
-        return _fsck.fsck(self, progress=progress or _fsck.no_progress)
+        return _fsck.fsck(self, progress=progress or no_progress)
 
     def stats(self) -> RepoStats:
         """Objects, bytes stored, bytes the states would take stored whole, and the ratio.

@@ -262,7 +262,7 @@ class Commit:
 
     def encode(self) -> bytes:
         """The canonical bytes of this commit (kind tag + payload)."""
-        payload = msgpack.packb(
+        payload: bytes = msgpack.packb(
             [bytes(self.tree), [bytes(p) for p in self.parents], self.author, self.timestamp_us, self.message,
              self.metadata_json, self.generation],
             use_bin_type=True,
@@ -277,7 +277,7 @@ def metadata_filter(where: Mapping[str, Any] | Callable[[Commit], bool] | None) 
     if where is None:
         return None
     if callable(where):
-        return where  # type: ignore[return-value]
+        return where
     wanted = [(key.split("."), value) for key, value in where.items()]
 
     def match(commit: Commit) -> bool:

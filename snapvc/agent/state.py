@@ -345,7 +345,7 @@ class State(MutableMapping[str, Any]):
         for commit in self.repo.log(self._base, limit=limit):
             yield Checkpoint.from_commit(self.repo, commit, self.branch)
 
-    def get(self, path: StatePath, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, path: StatePath, default: Any = None) -> Any:
         """The value at ``path``, or ``default`` if a key or index on it is missing.
         Stepping into a value that is not a dict, list or tuple raises ``PathError``.
 

@@ -317,7 +317,7 @@ class _SeqSide:
         data = self.loader.fetch(oid)
         for i, enc in enumerate(seq_leaf_encodings(oid, data), at):
             self.encoding[i] = enc
-        node = self.loader.node(oid)[1]
+        node: list[Any] = self.loader.node(oid)[1]
         k = bisect_right(self._starts, at)
         self._starts.insert(k, at)
         self._leaves.insert(k, node)

@@ -239,7 +239,7 @@ class _Merger:
             return ours
         if self.resolve == "theirs":
             return theirs
-        return self.resolve(found)  # type: ignore[operator]
+        return self.resolve(found)
 
     def merge(self, base: Any, ours: Any, theirs: Any, path: Path) -> Any:
         e_ours, e_theirs = self.enc(ours), self.enc(theirs)
@@ -330,7 +330,7 @@ class _Merger:
             splicer = self.splicer
             edits = [(e.start, e.end, [splicer.encode(v) for v in e.values()] if e.fresh else e.encs)
                      for e in combined]
-            view = splicer.seq(base, edits)  # type: ignore[arg-type]
+            view = splicer.seq(base, edits)
             if view is not None:
                 return view
         items = list(plain_value(base))
@@ -404,13 +404,17 @@ def _stored_edits(base: SeqView, side: SeqView) -> list[_Edit]:
     if not at_a and not at_b:
         return []
     start = at_a[0] if at_a else at_b[0]  # the common prefix is as long on both sides
-    return [_Edit(start + i1, start + i2, b[j1:j2], lambda j1=j1, j2=j2: [side_at(j) for j in range(j1, j2)])
-            for _, i1, i2, j1, j2 in aligned_opcodes(a, b)]
+    def elements(j1: int, j2: int) -> Callable[[], list[Any]]:
+        return lambda: [side_at(j) for j in range(j1, j2)]
+
+    return [_Edit(start + i1, start + i2, b[j1:j2], elements(j1, j2)) for _, i1, i2, j1, j2 in aligned_opcodes(a, b)]
 
 
 def _plain_edits(base: list[bytes], side: list[bytes], items: list[Any]) -> list[_Edit]:
-    return [_Edit(i1, i2, side[j1:j2], lambda j1=j1, j2=j2: items[j1:j2])
-            for _, i1, i2, j1, j2 in aligned_opcodes(base, side)]
+    def elements(j1: int, j2: int) -> Callable[[], list[Any]]:
+        return lambda: items[j1:j2]
+
+    return [_Edit(i1, i2, side[j1:j2], elements(j1, j2)) for _, i1, i2, j1, j2 in aligned_opcodes(base, side)]
 
 
 def _is_map(value: Any) -> bool:

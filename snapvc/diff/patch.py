@@ -104,10 +104,10 @@ def _apply(value: Any, changes: list[Change], depth: int) -> Any:
         where = format_path(changes[0].path[:depth])
         raise PathError(changes[0].path, f"{where} is {_a(value)}, not a container")
     for change in node.modified.values():
-        out[_key(out, change.path, depth)] = copy.deepcopy(change.new)  # type: ignore[index]
+        out[_key(out, change.path, depth)] = copy.deepcopy(change.new)
     for below in node.below.values():
         step = _key(out, below[0].path, depth)
-        out[step] = _apply(out[step], below, depth + 1)  # type: ignore[index]
+        out[step] = _apply(out[step], below, depth + 1)
     return tuple(out) if isinstance(value, tuple) else out
 
 
@@ -363,7 +363,8 @@ class _Doc:
         above it) if the document still shares it with the input."""
         if not isinstance(self.root, (dict, list)):
             raise _Failed(f"the {side}document is {_a(self.root)}, not an object or array")
-        self.root = container = self._own(self.root)
+        container: dict[str, Any] | list[Any] = self._own(self.root)
+        self.root = container
         for n, token in enumerate(path[:-1]):
             child = _child(container, token, path[:n], side)
             if not isinstance(child, (dict, list)):

@@ -38,6 +38,7 @@ from snapvc.files import write_atomically
 from snapvc.ids import ObjectId
 from snapvc.maintenance.graph import Edge, Progress, batches, no_progress, read_batch, read_children, read_frames, with_bases
 from snapvc.objects import COMMIT, KIND_NAMES, Commit, split_object
+from snapvc.refs.base import ReflogEntry
 from snapvc.store.codec import open_object_store
 
 if TYPE_CHECKING:
@@ -163,18 +164,18 @@ def _read_all(repo: Versioned, progress: Progress) -> _Graph:
     graph = _Graph()
     raw = repo.backend.objects
     store = open_object_store(raw)
-    ids = _storage_read(graph, "the list of objects", lambda: list(raw.iter_ids()), [])
+    ids: list[ObjectId] = _storage_read(graph, "the list of objects", lambda: list(raw.iter_ids()), [])
     graph.present.update(ids)
-    index_ids = _storage_read(graph, "the commit index", repo.commits.ids, [])
+    index_ids: list[ObjectId] = _storage_read(graph, "the commit index", repo.commits.ids, [])
     graph.present.update(index_ids)
     graph.indexed.update(index_ids)
     # Ages and the gc epoch: gc and every commit read them, and a damaged one stops them.
-    _storage_read(graph, "the ages of commits", repo.commits.mtimes, {})
+    _storage_read(graph, "the ages of commits", repo.commits.mtimes, dict[ObjectId, float]())
     _storage_read(graph, "the gc epoch", repo.backend.gc_epoch, 0)
-    _storage_read(graph, "the remotes", lambda: sync.remotes(repo), {})
+    _storage_read(graph, "the remotes", lambda: sync.remotes(repo), dict[str, sync.Remote]())
     parts = batches(ids)
     for batch in progress(parts, len(parts), "checking objects"):
-        _storage_read(graph, "the ages of objects", lambda: raw.mtimes(batch), {})
+        _storage_read(graph, "the ages of objects", lambda: raw.mtimes(batch), dict[ObjectId, float]())
         try:
             graph.bases.update(read_frames(raw, batch)[1])
             found, errors = read_batch(store, batch)
@@ -262,16 +263,8 @@ def _read_one_by_one(raw: Any, store: Any, batch: list[ObjectId],
 
 
 def _integrity(repo: Versioned) -> list[str]:
-    """SQLite's own check of the file (b-trees, pages, indexes), for the embedded store."""
-    file = getattr(repo.backend, "file", None)
-    if file is None:
-        return []
-    try:
-        with file.lock:
-            rows = [r[0] for r in file.conn.execute("PRAGMA integrity_check(20)")]
-    except _STORAGE_ERRORS as exc:
-        return [f"SQLite's integrity check of {str(file.path)!r} failed: {exc}"]
-    return [] if rows == ["ok"] else [f"SQLite's integrity check of {str(file.path)!r}: {row}" for row in rows]
+    """The storage's own check below the objects (SQLite's of its file: b-trees, pages, indexes)."""
+    return repo.backend.integrity_problems()
 
 
 def _not_a_commit(repo: Versioned, graph: _Graph, oid: ObjectId) -> str | None:
@@ -346,7 +339,7 @@ def fsck(repo: Versioned, progress: Progress = no_progress) -> FsckReport:
     graph = _read_all(repo, progress)
     problems: list[Problem] = [Problem("storage", None, text) for text in _integrity(repo)]
     roots: dict[str, list[ObjectId]] = {}
-    refs = _storage_read(graph, "the refs", lambda: repo.refs.list(""), {}, "bad-ref")
+    refs: dict[str, ObjectId] = _storage_read(graph, "the refs", lambda: repo.refs.list(""), {}, "bad-ref")
     _storage_read(graph, "HEAD", lambda: repo.refs.get_symbolic("HEAD"), None, "bad-ref")
     for name, oid in refs.items():
         roots.setdefault(name, []).append(oid)
@@ -354,13 +347,15 @@ def fsck(repo: Versioned, progress: Progress = no_progress) -> FsckReport:
         if problem is not None:
             problems.append(Problem("bad-ref", oid, f"ref {name} names {oid}, {problem}", (name,)))
     reflog_entries = 0
-    for name in _storage_read(graph, "the reflog", repo.refs.reflog_names, [], "bad-ref"):
-        entries = _storage_read(graph, f"the reflog of {name}", lambda: repo.refs.reflog(name), [], "bad-ref")
+    names: list[str] = _storage_read(graph, "the reflog", repo.refs.reflog_names, [], "bad-ref")
+    for name in names:
+        entries: list[ReflogEntry] = _storage_read(graph, f"the reflog of {name}", lambda: repo.refs.reflog(name), [], "bad-ref")
         for n, entry in enumerate(entries):
             reflog_entries += 1
-            for oid in (entry.new, entry.old):
-                if oid is None:
+            for moved in (entry.new, entry.old):
+                if moved is None:
                     continue
+                oid = moved
                 roots.setdefault(f"{name}@{{reflog}}", []).append(oid)
                 problem = _not_a_commit(repo, graph, oid)
                 if problem is not None:
@@ -442,9 +437,12 @@ def salvage(repo: Versioned, folder: str | Path, progress: Progress = no_progres
         return damaged_below[root]
 
     labels: dict[ObjectId, list[str]] = {}
-    for name, oid in _storage_read(graph, "the refs", lambda: repo.refs.list(""), {}).items():
+    refs: dict[str, ObjectId] = _storage_read(graph, "the refs", lambda: repo.refs.list(""), {})
+    for name, oid in refs.items():
         labels.setdefault(oid, []).append(name)
-    saved, lost, index = [], [], []
+    saved: list[ObjectId] = []
+    lost: list[ObjectId] = []
+    index: list[dict[str, Any]] = []
     commits = sorted(graph.commits.values(), key=lambda c: (c.timestamp_us, c.id))
     for commit in progress(commits, len(commits), "saving commits"):
         whole = commit.id not in graph.bad and not damaged(commit.tree)

@@ -244,7 +244,8 @@ class GcReport:
 
 
 def _first_parent_chain(repo: Versioned, tip: ObjectId) -> list[Commit]:
-    chain, oid = [], tip
+    chain: list[Commit] = []
+    oid: ObjectId | None = tip
     while oid is not None:
         commit = repo.get_commit(oid, walking=True)
         chain.append(commit)
@@ -501,7 +502,7 @@ def gc(repo: Versioned, *, dry_run: bool = False, grace: timedelta | float = DEF
        progress: Progress = no_progress, force: bool = False) -> GcReport:
     """Thin history by ``keep`` (if given), plan, then sweep (unless ``dry_run``). A grace
     below the backend's safe minimum beside writers (``Backend.min_gc_grace``: on S3,
-    ``snapvc.backends.s3.objects.GcTiming.min_grace``) is refused unless ``force``: say so only
+    ``snapvc.backends.s3.GcTiming.min_grace``) is refused unless ``force``: say so only
     when no other client is writing."""
     started = time.perf_counter()
     grace_s, expiry_s = _seconds(grace, "grace"), _seconds(reflog_expiry, "reflog_expiry")

@@ -9,21 +9,27 @@ named rather than silently skipped.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from snapvc.encoding.nodes import children_of, decode_node
 from snapvc.errors import CorruptObjectError, InvalidObjectIdError, ObjectNotFoundError, SnapvcError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, COMMIT, MAP, SEQ, TEXT, Commit, split_object
-from snapvc.store.codec import frame_base
+from snapvc.repository.roles import Storage
+from snapvc.store.codec import VerifiedStore, frame_base
 
 __all__ = ["Progress", "no_progress", "BATCH", "ref_roots", "reflog_roots", "read_children", "read_commit", "read_batch",
            "read_frames", "with_bases", "batches", "Edge"]
 
 T = TypeVar("T")
-# ``progress(items, total, description)`` yields ``items``, showing how far it got; the
-# CLI passes ``snapvc.cli.common.progress`` (a bar on a terminal).
-Progress = Callable[[Iterable[T], int, str], Iterator[T]]
+
+
+class Progress(Protocol):
+    """``progress(items, total, description)`` yields ``items``, showing how far it got;
+    the CLI passes ``snapvc.cli.common.progress`` (a bar on a terminal)."""
+
+    def __call__(self, items: Iterable[T], total: int, description: str) -> Iterator[T]: ...
+
 BATCH = 500
 
 # An edge from a node to a child, labelled with the step it adds to a state path:
@@ -94,7 +100,7 @@ def read_children(oid: ObjectId, data: bytes) -> list[Edge]:
     raise CorruptObjectError(oid, f"unexpected kind {kind}")
 
 
-def read_commit(repo: Any, store: Any, oid: ObjectId) -> Commit:
+def read_commit(repo: Storage, store: VerifiedStore, oid: ObjectId) -> Commit:
     """Commit ``oid`` from the index (or, in older files, the object store), checked
     against its id; ``ObjectNotFoundError`` if it is in neither."""
     commit = repo.commits.get(oid)

@@ -125,7 +125,7 @@ def branch_stats(repo: Versioned, branch: str, logical_of: dict[bytes, int] | No
         raise RefNotFoundError(ref, f"no branch {short_name(ref)!r}")
     commits = list(repo.log(tip))
     distinct: dict[bytes, int] = {}
-    waiting = [c.tree for c in commits]
+    waiting: list[bytes] = [c.tree for c in commits]
     while waiting:
         oid = waiting.pop()
         if oid in distinct:

@@ -9,7 +9,7 @@ Any two repositories sync, whatever their backends (embedded file, ``memory://``
    commit the destination could not keep as it is stops the sync, naming it.
 2. **Objects.** Walk the trees of those commits level by level, asking the destination
    which ids it has (``Backend.reusable``, a batch per level; on S3 only bytes stored
-   recently count, see ``snapvc.backends.s3.objects``): a subtree it has is skipped whole,
+   recently count, see ``snapvc.backends.s3.packs``): a subtree it has is skipped whole,
    unread. A delta frame travels with its base unless the destination has it.
 3. **Frames travel as stored**, not decompressed and compressed again — except frames
    compressed with a zstd dictionary the destination does not share (dictionaries are
@@ -89,7 +89,8 @@ class Remote:
 
     def open(self, *, create: bool = False) -> RepositoryCore:
         """The repository at this remote's location (``create``: made if missing)."""
-        return open_repository(self.location, create=create, **dict(self.options))
+        options: dict[str, Any] = dict(self.options)
+        return open_repository(self.location, create=create, **options)
 
 
 @dataclass
@@ -273,14 +274,15 @@ def _check_incoming(src: Versioned, dst: Versioned, commits: list[Commit]) -> No
 
 def _refresh(repo: Versioned) -> None:
     """Let a store that caches what it knows (S3) read what others wrote meanwhile."""
-    refresh = getattr(repo.backend.objects, "refresh", None)
-    if refresh is not None:
-        refresh()
+    if repo.backend.objects.capabilities.refresh:
+        repo.backend.objects.refresh()
 
 
 def _ship_dictionaries(src: Versioned, dst: Versioned, stats: TransferStats) -> set[int]:
     """The dictionary numbers whose frames can travel as they are: the same dictionary
     under the same number on both sides. An empty destination gets the source's first."""
+    if not (src.backend.objects.capabilities.dictionaries and dst.backend.objects.capabilities.dictionaries):
+        return set()  # no dictionary frames on one side or none kept on the other: all travel re-framed
     theirs = src.backend.objects.dictionaries()
     mine = dst.backend.objects.dictionaries()
     if theirs and not mine:
@@ -377,9 +379,8 @@ def _write_deepest_first(dst: Versioned, levels: list[list[tuple[ObjectId, int, 
                     dst.commits.add(commit)
                 # No ref reaches them until the sync moves one: give them an age, so a gc
                 # meanwhile keeps them for its grace period (as ``commit_tree`` does).
-                touch = getattr(dst.commits, "touch", None)
-                if touch is not None:
-                    touch([c.id for c in commits])
+                if dst.commits.capabilities.touch:  # (else adding them gave them an age)
+                    dst.commits.touch([c.id for c in commits])
         frames, reframe, size = [], [], 0
 
     for spooled in reversed(levels):

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from snapvc.backends.base import Backend
 from snapvc.backends.open import open_backend
@@ -136,7 +136,7 @@ class RepositoryCore:
         if self._closed:
             raise RepositoryError(f"{self.location!r} is closed; open it again with snapvc.open()")
 
-    def __enter__(self) -> RepositoryCore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -477,7 +477,7 @@ class RepositoryCore:
     @property
     def durability(self) -> str:
         """The durability mode of commits from now on: ``"sync"``, ``"normal"`` or
-        ``"batch"`` (see ``snapvc.backends.sqlite.objects``). Settable: a runner that must make
+        ``"batch"`` (see ``snapvc.backends.sqlite.file``). Settable: a runner that must make
         each checkpoint survive a power loss sets ``"sync"`` for its run."""
         return self.backend.durability
 
@@ -525,7 +525,7 @@ class RepositoryCore:
         HEAD stays where it is (``switch`` moves it). The next commit of the state, changed,
         to the branch ``rev`` names (or HEAD's, for any other rev) costs the change."""
         commit = self.get_commit(self.resolve(rev))
-        state = self.loader.materialize(commit.tree)
+        state: dict[str, Any] = self.loader.materialize(commit.tree)
         branch = None
         if isinstance(rev, str) and ref_name_problem(HEADS + rev) is None and self.refs.get(HEADS + rev) is not None:
             branch = HEADS + rev
@@ -536,7 +536,7 @@ class RepositoryCore:
         """The state of commit ``commit_id`` as a fresh dict, taught to ``ref``'s encode
         cache (``State`` loads its working copy so)."""
         tree = self.get_commit(commit_id).tree
-        state = self.loader.materialize(tree)
+        state: dict[str, Any] = self.loader.materialize(tree)
         self._seed(ref, tree, state)
         return state
 
@@ -855,7 +855,7 @@ def open_repository(location: str | os.PathLike[str] = "agent.snapvc", *, create
     credentials from the environment; see ``snapvc.backends.s3.backend``).
 
     ``durability`` is ``"sync"``, ``"normal"`` (default) or ``"batch"`` (see
-    ``snapvc.backends.sqlite.objects``). ``clock`` and ``author`` are injectable for reproducible runs.
+    ``snapvc.backends.sqlite.file``). ``clock`` and ``author`` are injectable for reproducible runs.
 
     Nothing that is not a repository is opened or changed: a folder, a pipe, a device, a
     file of another format or an SQLite database of another program raise

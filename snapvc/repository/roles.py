@@ -31,6 +31,7 @@ from snapvc.objects import Commit
 from snapvc.refs.base import RefStore
 from snapvc.repository.history import HistoryEntry
 from snapvc.store.codec import VerifiedStore
+from snapvc.store.commit_index import CommitIndex
 
 __all__ = ["Storage", "Versioned"]
 
@@ -48,8 +49,7 @@ class Storage(Protocol):
     # it around a write made beside the repository's own, in the same transaction.
     write_lock: threading.RLock
 
-    @property
-    def commits(self) -> Any: ...  # the backend's commit index (``snapvc.store.base``)
+    commits: CommitIndex  # every commit's fields, so log and rev walks read no state
 
     def invalidate_caches(self) -> None:
         """Forget everything cached that could name an object a sweep deleted."""

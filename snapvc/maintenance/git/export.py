@@ -25,11 +25,10 @@ from __future__ import annotations
 import io
 import os
 import re
-import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import orjson
 from dulwich import porcelain
@@ -46,6 +45,9 @@ from snapvc.ids import ObjectId
 from snapvc.objects import Commit
 
 if TYPE_CHECKING:
+    from dulwich.objects import ObjectID
+    from dulwich.refs import Ref
+
     from snapvc.repository.roles import Versioned
 
 __all__ = ["ExportResult", "GitCommitMap", "ImportResult", "export_git", "import_git"]
@@ -59,43 +61,18 @@ _TRAILER_METADATA = "Snapvc-Metadata: "
 
 class GitCommitMap:
     """Which git commit each snapvc commit was exported as (ids are deterministic, so
-    one map serves every target). Kept in the repository's SQLite file (table
-    ``git_commits_v1``), or in memory beside a memory repository's objects."""
+    one map serves every target). Kept by the backend (``Backend.id_map``): in the
+    repository's SQLite file (table ``git_commits_v1``), or in memory beside a memory
+    repository's objects."""
 
     def __init__(self, repo: Versioned) -> None:
-        self._file = repo.backend.file
-        self._table = f"git_commits_v{LAYOUT_VERSION}"
-        if self._file is not None:
-            with self._file.transaction() as c:
-                c.execute(f"CREATE TABLE IF NOT EXISTS {self._table} (id BLOB PRIMARY KEY, sha BLOB NOT NULL)")
-            self._memory: dict[bytes, bytes] = {}
-        else:
-            self._memory = _MEMORY_MAPS.setdefault(repo.backend.objects, {})
+        self._map = repo.backend.id_map(f"git_commits_v{LAYOUT_VERSION}")
 
     def get_many(self, ids: Sequence[bytes]) -> dict[bytes, bytes]:
-        if self._file is None:
-            return {i: self._memory[i] for i in ids if i in self._memory}
-        found: dict[bytes, bytes] = {}
-        with self._file.lock:
-            for start in range(0, len(ids), 500):
-                batch = list(ids[start : start + 500])
-                rows = self._file.conn.execute(
-                    f"SELECT id, sha FROM {self._table} WHERE id IN ({','.join('?' * len(batch))})", batch).fetchall()
-                found.update((bytes(i), bytes(s)) for i, s in rows)
-        return found
+        return self._map.get_many(ids)
 
-    def put_many(self, pairs: dict[bytes, bytes]) -> None:
-        if self._file is None:
-            self._memory.update(pairs)
-            return
-        with self._file.transaction() as c:
-            # Ids are deterministic (per layout version, which names the table): a row
-            # replaced holds the same git commit id, never another.
-            c.executemany(f"INSERT OR REPLACE INTO {self._table} (id, sha) VALUES (?, ?)", list(pairs.items()))
-
-
-# The maps of memory repositories, as long as their object stores live.
-_MEMORY_MAPS: weakref.WeakKeyDictionary[Any, dict[bytes, bytes]] = weakref.WeakKeyDictionary()
+    def put_many(self, pairs: Mapping[ObjectId, bytes]) -> None:
+        self._map.put_many(cast(Mapping[bytes, bytes], pairs))  # ObjectIds are bytes
 
 
 def _open_target(path: str | os.PathLike[str], bare: bool) -> Repo:
@@ -145,11 +122,11 @@ def export_git(repo: Versioned, path: str | os.PathLike[str], branches: Iterable
         commit_map = GitCommitMap(repo)
         todo, shas = _commits_to_write(repo, list(tips.values()), commit_map, target)
         writer = TreeWriter()
-        written: dict[bytes, bytes] = {}
+        written: dict[ObjectId, bytes] = {}
         for done, commit in enumerate(todo, 1):
             git_commit = GitCommit()
             git_commit.tree = writer.state_tree(repo.snapshot(commit.id))
-            git_commit.parents = [shas[p] for p in commit.parents]
+            git_commit.parents = [cast("ObjectID", shas[p]) for p in commit.parents]
             git_commit.author = git_commit.committer = _identity(commit.author)
             git_commit.author_time = git_commit.commit_time = commit.timestamp_us // 1_000_000
             git_commit.author_timezone = git_commit.commit_timezone = 0
@@ -159,16 +136,16 @@ def export_git(repo: Versioned, path: str | os.PathLike[str], branches: Iterable
             shas[commit.id] = written[commit.id] = git_commit.id
             if progress is not None:
                 progress(done, len(todo))
-        new = writer.reachable(written.values(), lambda sha: sha in target.object_store)
+        new = writer.reachable(written.values(), lambda sha: cast("ObjectID", sha) in target.object_store)
         if new:
             target.object_store.add_objects([(obj, None) for obj in new])
         commit_map.put_many(written)
         refs = {ref: shas[oid] for ref, oid in tips.items()}
         for ref, sha in refs.items():
-            target.refs[ref.encode()] = sha
+            target.refs[cast("Ref", ref.encode())] = cast("ObjectID", sha)
         head = f"refs/heads/{repo.head}"
         if head in refs:
-            target.refs.set_symbolic_ref(b"HEAD", head.encode())
+            target.refs.set_symbolic_ref(cast("Ref", b"HEAD"), cast("Ref", head.encode()))
             if not bare and target.has_index():
                 porcelain.reset(target, "hard", refs[head])
         pushed = _push(target, push, list(refs), force) if push else []
@@ -183,7 +160,9 @@ def _commits_to_write(repo: Versioned, tips: list[ObjectId], commit_map: GitComm
     shas of the commits it holds already where the walk stopped (and of such tips)."""
 
     def in_target(batch: list[ObjectId]) -> set[ObjectId]:
-        return {oid for oid, sha in commit_map.get_many(batch).items() if sha in target.object_store}
+        # The map hands back the ids asked for: ObjectIds, as bytes.
+        return {cast(ObjectId, oid) for oid, sha in commit_map.get_many(batch).items()
+                if cast("ObjectID", sha) in target.object_store}
 
     todo = commits_behind(lambda oid: repo.get_commit(oid, walking=True), tips, in_target)
     new = {c.id for c in todo}
@@ -198,7 +177,7 @@ def _push(target: Repo, url: str, refs: list[str], force: bool) -> list[str]:
                                 outstream=io.BytesIO(), errstream=errors)
     except porcelain.DivergedBranches as exc:
         theirs, ours = (sha.decode() for sha in exc.args[:2])
-        ref = next((r for r in refs if target.refs[r.encode()].decode() == ours), "a ref")
+        ref = next((r for r in refs if target.refs[cast("Ref", r.encode())].decode() == ours), "a ref")
         raise GitError(f"push to {url} refused: {ref} is at {theirs[:8]} there, which the exported {ours[:8]} does "
                        "not follow (the histories diverged, e.g. after a reset); force the push to overwrite it") from None
     except Exception as exc:  # dulwich raises its own errors, OSError, or HangupException

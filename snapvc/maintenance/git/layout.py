@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 
 import orjson
 from dulwich.objects import Blob, ShaFile, Tree
@@ -54,6 +54,9 @@ from snapvc.encoding.jsonable import from_jsonable, to_jsonable
 from snapvc.encoding.reader import Loader, MapView, Part, SeqView, is_tuple, tree_root
 from snapvc.encoding.writer import MAX_DEPTH
 from snapvc.errors import GitError, SnapvcError
+
+if TYPE_CHECKING:
+    from dulwich.objects import ObjectID
 
 __all__ = ["LIST_MAX", "TEXT_MIN", "TreeWriter", "escape_key", "state_of", "unescape_key"]
 
@@ -136,7 +139,7 @@ class TreeWriter:
     def _tree(self, entries: Iterable[tuple[str, int, bytes]]) -> bytes:
         tree = Tree()
         for name, mode, sha in entries:
-            tree.add(name.encode(), mode, sha)
+            tree.add(name.encode(), mode, cast("ObjectID", sha))
         return self._add(tree)
 
     def reachable(self, shas: Iterable[bytes], skip: Callable[[bytes], bool]) -> list[ShaFile]:
