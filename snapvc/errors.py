@@ -11,6 +11,7 @@
     ├── PatchError                   a JSON Patch operation that cannot be applied (names it)
     ├── InvalidCommitError           a commit field of the wrong type or value (names the field, and the commit)
     ├── GitError                     a git repository snapvc cannot read or write, or a push refused
+    ├── UnsupportedOperationError    a store ability its capabilities do not declare, called anyway
     ├── RunnerError                  a Runner that cannot run as asked (names the step)
     │   ├── InvalidStepError         a step or list of steps the Runner refuses (fn not callable, a name twice...)
     │   ├── StepContractError        a step that returned neither None nor a mapping, or whose route names no step
@@ -56,6 +57,7 @@ __all__ = [
     "PatchError",
     "InvalidCommitError",
     "GitError",
+    "UnsupportedOperationError",
     "RunnerError",
     "InvalidStepError",
     "StepContractError",
@@ -223,6 +225,12 @@ class GitError(SnapvcError):
     or a git remote that refused or failed a push (names the remote and the refs)."""
 
 
+class UnsupportedOperationError(SnapvcError, NotImplementedError):
+    """An optional ability of a store (a compression dictionary, a refresh, a commit's
+    age) that its ``capabilities`` do not declare, called anyway: callers read the
+    capabilities first, so this names a caller that did not (and the store)."""
+
+
 class RunnerError(SnapvcError):
     """A ``snapvc.Runner`` that cannot run as asked; ``step`` names the step concerned
     (None when the problem is not one step's). A step's own exception is never wrapped
@@ -297,7 +305,7 @@ class DamagedRowsError(RepositoryError):
 
 class UnsafeGcError(RepositoryError):
     """A gc refused because its grace period is shorter than the backend's safe minimum
-    beside concurrent writers (on S3, ``snapvc.backends.s3.objects.GcTiming.min_grace``): objects a
+    beside concurrent writers (on S3, ``snapvc.backends.s3.GcTiming.min_grace``): objects a
     writer is about to rely on could be swept. ``location`` is the repository,
     ``grace`` and ``minimum`` the periods in seconds. With no other client writing,
     ``gc(force=True)`` (``snapvc gc --force``) runs it anyway."""

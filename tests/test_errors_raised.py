@@ -28,7 +28,7 @@ from snapvc.backends.memory.refs import MemoryRefStore
 from snapvc.refs.names import check_ref_name
 from snapvc.refs.revs import parse_rev
 from snapvc.agent.runner import Runner, Step
-from snapvc.backends.s3.objects import GcTiming
+from snapvc.backends.s3 import GcTiming
 
 PACKAGE = Path(snapvc.__file__).parent
 
@@ -335,7 +335,7 @@ REFUSALS = {
                                         "region: options of s3:// locations, not of 'memory://'"),
     "a gc_timing that is no GcTiming": (lambda: snapvc.open("s3://bucket/prefix", gc_timing=60),
                                         snapvc.InvalidArgumentError, TypeError,
-                                        "gc_timing is a snapvc.backends.s3.objects.GcTiming, not 60"),
+                                        "gc_timing is a snapvc.backends.s3.GcTiming, not 60"),
     "a GcTiming of negative seconds": (lambda: GcTiming(clock_skew=-1), snapvc.InvalidArgumentError, ValueError,
                                        "GcTiming.clock_skew is a number of seconds >= 0, got -1"),
     "a negative grace": (lambda: _two_commits().gc(grace=-1), snapvc.InvalidArgumentError, ValueError,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import snapvc
-from snapvc.backends.base import open_backend
+from snapvc.backends.open import open_backend
 from snapvc.errors import CorruptObjectError, ObjectNotFoundError
 from snapvc.ids import hash_bytes
 from snapvc.api import Repository

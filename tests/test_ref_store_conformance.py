@@ -16,7 +16,7 @@ from snapvc.ids import ObjectId
 from snapvc.backends.memory.refs import MemoryRefStore
 from snapvc.backends.sqlite.refs import SqliteRefStore
 from snapvc.refs import ReflogEntry, RefStore
-from snapvc.backends.sqlite.objects import SqliteFile
+from snapvc.backends.sqlite.file import SqliteFile
 from tests.fakes import TickingClock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +44,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path, clock: TickingClock) -
         return
     if request.param == "s3":  # a real S3 server: SeaweedFS on 127.0.0.1 (tests/conftest.py)
         from snapvc.backends.s3.refs import S3RefStore
-        from snapvc.backends.s3.objects import S3Client, S3Location
+        from snapvc.backends.s3.client import S3Client, S3Location
 
         client = S3Client(S3Location.parse(request.getfixturevalue("s3_url")))
         yield S3RefStore(client, clock=clock)
@@ -250,11 +250,11 @@ _WORKER = textwrap.dedent(
     kind, where, times = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if kind == "sqlite":
         from snapvc.backends.sqlite.refs import SqliteRefStore
-        from snapvc.backends.sqlite.objects import SqliteFile
+        from snapvc.backends.sqlite.file import SqliteFile
         refs = SqliteRefStore(SqliteFile(where))
     else:
         from snapvc.backends.s3.refs import S3RefStore
-        from snapvc.backends.s3.objects import S3Client, S3Location
+        from snapvc.backends.s3.client import S3Client, S3Location
         refs = S3RefStore(S3Client(S3Location.parse(where)))
     print("ready", flush=True)
     sys.stdin.readline()  # wait until every worker is ready, so they race
@@ -305,7 +305,7 @@ def test_processes_racing_on_one_ref_lose_no_update(kind: str, workers: int, tim
         refs: RefStore = SqliteRefStore(file)
     else:
         from snapvc.backends.s3.refs import S3RefStore
-        from snapvc.backends.s3.objects import S3Client, S3Location
+        from snapvc.backends.s3.client import S3Client, S3Location
 
         client = S3Client(S3Location.parse(where))
         refs = S3RefStore(client)

@@ -27,7 +27,7 @@ from snapvc import (
     UnknownRevisionError,
 )
 from snapvc.encoding.writer import Encoder
-from snapvc.backends.sqlite.objects import WAL_MAX_BYTES
+from snapvc.backends.sqlite.file import WAL_MAX_BYTES
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, COMMIT
 from tests.fakes import TickingClock
@@ -799,7 +799,7 @@ WRITER = textwrap.dedent(
     import os, sys, time
     sys.path.insert(0, {root!r})
     import snapvc
-    from snapvc.backends.base import open_backend
+    from snapvc.backends.open import open_backend
 
     path, who, other, n, meet, mode = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
     waiting = [True]

@@ -1,4 +1,4 @@
-"""Repositories on S3 (``snapvc.backends.s3.backend``, ``snapvc.backends.s3.objects``, ``snapvc.backends.s3.refs``),
+"""Repositories on S3 (``snapvc.backends.s3``: ``backend``, ``packs``, ``objects``, ``refs``),
 against a real SeaweedFS server (tests/conftest.py): packs per write, conditional ref
 writes, the reflog in ref bodies, gc rewriting packs, and what a transaction means."""
 
@@ -15,7 +15,7 @@ import snapvc
 from snapvc.errors import FormatVersionError, RefConflictError, RefError, RepositoryError, RepositoryNotFoundError
 from snapvc.ids import ObjectId
 from snapvc.backends.s3.refs import REFLOG_TAIL, S3RefStore
-from snapvc.backends.s3.objects import S3Client, S3Location, parse_s3_url
+from snapvc.backends.s3.client import S3Client, S3Location, parse_s3_url
 from tests.fakes import TickingClock
 
 MAIN = "refs/heads/main"
@@ -267,7 +267,8 @@ def test_a_writer_does_not_trust_objects_another_clients_gc_removed(s3_url: str)
 
 def test_writers_train_dictionaries_under_numbers_of_their_own(s3_url: str) -> None:
     snapvc.open(s3_url).close()
-    from snapvc.backends.s3.objects import Packs, S3ObjectStore
+    from snapvc.backends.s3.objects import S3ObjectStore
+    from snapvc.backends.s3.packs import Packs
 
     stores = [S3ObjectStore(Packs(S3Client(S3Location.parse(s3_url)))) for _ in range(2)]
     numbers = [store.put_dictionary(f"dictionary {i}".encode()) for i, store in enumerate(stores)]

@@ -1,4 +1,4 @@
-"""gc on S3 beside writers (``snapvc.backends.s3.objects``, "gc beside writers"), against a real
+"""gc on S3 beside writers (``snapvc.backends.s3.packs``, "gc beside writers"), against a real
 SeaweedFS server (tests/conftest.py): a writer relies only on bytes stored recently, a
 sweep removes only entries that stayed older than its cutoff, a grace below the safe
 minimum is refused unless forced, and gc run in a loop beside two writers at that
@@ -22,7 +22,8 @@ import pytest
 import snapvc
 from snapvc.errors import RepositoryError
 from snapvc.ids import ObjectId
-from snapvc.backends.s3.objects import TOUCH, GcTiming, decode_pack_header
+from snapvc.backends.s3 import GcTiming
+from snapvc.backends.s3.packfile import TOUCH, decode_pack_header
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = ["plan", "tool", "result", "claim", "source", "draft", "check", "agent", "memory", "note"]
@@ -192,7 +193,7 @@ _WRITER = textwrap.dedent(
     """
     import random, sys, time
     import snapvc
-    from snapvc.backends.s3.objects import GcTiming
+    from snapvc.backends.s3 import GcTiming
     from tests.test_s3_gc_race import LOOP, document
 
     url, agent, seconds, max_steps, pause = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])

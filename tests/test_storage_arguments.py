@@ -62,7 +62,7 @@ def test_a_frame_decoded_without_its_base_or_dictionary_is_refused_naming_the_ob
 
 
 def test_a_conditional_s3_write_that_lost_is_a_repository_error_naming_the_object(s3_url: str) -> None:
-    from snapvc.backends.s3.objects import PreconditionFailed, S3Client, S3Location
+    from snapvc.backends.s3.client import PreconditionFailed, S3Client, S3Location
 
     client = S3Client(S3Location.parse(s3_url))
     try:

@@ -22,7 +22,8 @@ from snapvc.objects import BLOB, object_bytes
 from snapvc.store.base import ObjectStore, StoreSizes
 from snapvc.store.codec import open_object_store
 from snapvc.backends.memory.objects import MemoryObjectStore
-from snapvc.backends.sqlite.objects import SqliteFile, SqliteObjectStore
+from snapvc.backends.sqlite.file import SqliteFile
+from snapvc.backends.sqlite.objects import SqliteObjectStore
 
 
 class FakeClock:
@@ -54,7 +55,9 @@ def make_raw(kind: str, tmp_path: Path, clock: FakeClock,
         store = MemoryObjectStore(clock=clock)
         return store, lambda: None, lambda: store
     if kind == "s3":  # a real S3 server: SeaweedFS on 127.0.0.1 (tests/conftest.py)
-        from snapvc.backends.s3.objects import Packs, S3Client, S3Location, S3ObjectStore
+        from snapvc.backends.s3.client import S3Client, S3Location
+        from snapvc.backends.s3.objects import S3ObjectStore
+        from snapvc.backends.s3.packs import Packs
 
         location = S3Location.parse(request.getfixturevalue("s3_url"))
         clients = [S3Client(location)]

@@ -45,7 +45,7 @@ steps with effects outside the state should tolerate running twice.
 Durability
 ----------
 ``durability=`` says when each checkpoint reaches the file (the modes of
-``snapvc.backends.sqlite.objects`` are the repository's; a memory repository keeps nothing):
+``snapvc.backends.sqlite.file`` are the repository's; a memory repository keeps nothing):
 
 ==========  ===============================================================================
 mode        what survives

@@ -1,80 +1,113 @@
-"""Where a repository lives: the object store, ref store and commit index of one location.
+"""``Backend``: what a repository needs of the location it lives in.
 
-``open_backend("memory://")`` keeps everything in this process; ``s3://bucket/prefix``
-is a repository on S3-compatible storage (``snapvc.backends.s3.backend``); any other location is
-a path to the embedded default, one SQLite file holding all three.
+A backend ties together the three stores of one location, the raw object store
+(``snapvc.store.base.RawObjectStore``: frames in, frames out), the ref store
+(``snapvc.refs.base.RefStore``) and the commit index
+(``snapvc.store.commit_index.CommitIndex``), and adds what spans them: a transaction,
+the gc epoch, settings, the durability mode and a few maintenance hooks. Each backend
+subclasses it in its own folder (``memory/``, ``sqlite/``, ``s3/``);
+``snapvc.backends.open.open_backend`` picks one from a location.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Protocol
 
-from snapvc.errors import InvalidArgumentError, RepositoryError
+from snapvc.errors import InvalidArgumentError
 from snapvc.ids import ObjectId
 from snapvc.refs.base import RefStore
-from snapvc.backends.memory.refs import MemoryRefStore
-from snapvc.backends.sqlite.refs import SqliteRefStore
-from snapvc.store.base import ObjectStore
-from snapvc.backends.sqlite.commit_index import CommitIndex, MemoryCommitIndex, SqliteCommitIndex
-from snapvc.backends.memory.objects import MemoryObjectStore
-from snapvc.backends.sqlite.objects import SqliteFile, SqliteObjectStore, check_durability, wrong
+from snapvc.store.base import RawObjectStore
+from snapvc.store.commit_index import CommitIndex
 
-__all__ = ["Backend", "open_backend", "MEMORY_URL"]
+__all__ = ["Backend", "IdMap", "MemoryIdMap", "DURABILITY_MODES", "check_durability"]
 
-MEMORY_URL = "memory://"
+# What a returned commit survives, weakest last (``snapvc.backends.sqlite.file`` has the table).
+DURABILITY_MODES = ("sync", "normal", "batch")
 
 
-@dataclass
-class Backend:
-    location: str
-    objects: ObjectStore  # the raw backend: frames in, frames out
-    refs: RefStore
-    commits: CommitIndex
-    file: SqliteFile | None = None
-    _lock: Any = None
-    _durability: str = "normal"
-    _gc_epoch: int = 0  # memory backends: the count of gc sweeps (SQLite keeps it in ``meta``)
-    _settings: dict[str, str] | None = None  # memory backends' settings (SQLite keeps them in ``meta``)
+def check_durability(durability: object) -> None:
+    """Refuse a durability mode that is none of ``DURABILITY_MODES`` with an
+    ``InvalidArgumentError`` (a ``ValueError`` too) naming the modes there are. A value
+    that is not a str is refused alike, not with the ``TypeError`` of an unhashable key."""
+    if not isinstance(durability, str) or durability not in DURABILITY_MODES:
+        raise InvalidArgumentError("durability", f"durability must be one of {sorted(DURABILITY_MODES)}, "
+                                                 f"got {durability!r}")
 
-    def __post_init__(self) -> None:
-        self._lock = threading.RLock()
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """One atomic write (SQLite) or one locked section (memory)."""
-        if self.file is not None:
-            with self.file.transaction():
-                yield
-        else:
-            with self._lock:
-                yield
+class IdMap(Protocol):
+    """A named map from object ids to short byte strings kept beside a repository
+    (``Backend.id_map``): git export's record of which git commit each commit became."""
 
+    def get_many(self, ids: Sequence[bytes]) -> dict[bytes, bytes]:
+        """The value of each id that has one; the others are left out."""
+        ...
+
+    def put_many(self, pairs: Mapping[bytes, bytes]) -> None:
+        """Set the value of each id (replacing one it had)."""
+        ...
+
+
+class MemoryIdMap:
+    """An ``IdMap`` in a dict, for as long as its backend lives."""
+
+    def __init__(self) -> None:
+        self._values: dict[bytes, bytes] = {}
+
+    def get_many(self, ids: Sequence[bytes]) -> dict[bytes, bytes]:
+        return {i: self._values[i] for i in ids if i in self._values}
+
+    def put_many(self, pairs: Mapping[bytes, bytes]) -> None:
+        self._values.update(pairs)
+
+
+class Backend(ABC):
+    """The stores of one location and what spans them. ``objects``, ``refs`` and
+    ``commits`` may be replaced after opening (a ``FaultyStore`` around ``objects``)."""
+
+    def __init__(self, location: str, objects: RawObjectStore, refs: RefStore, commits: CommitIndex) -> None:
+        self.location = location
+        self.objects = objects  # the raw store: frames in, frames out
+        self.refs = refs
+        self.commits = commits
+        self._id_maps: dict[str, MemoryIdMap] = {}
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[None]:
+        """One atomic write (SQLite), one locked section (memory), one pack and its ref
+        writes (S3): what is written inside lands together, objects before refs."""
+
+    @abstractmethod
     def gc_epoch(self) -> int:
         """How many gc sweeps have deleted objects here, ever. A writer that cached what
         it saw stored (encodings, delta bases, objects found present) compares this with
         the epoch it cached under, inside its write transaction: a change means a sweep
         ran meanwhile and the caches may name deleted objects (``snapvc.maintenance.gc``)."""
-        if self.file is not None:
-            stored = self.file.get_meta("gc_epoch")
-            if stored is not None and not (type(stored) is str and stored.isascii() and stored.isdigit()):
-                # Guessing would let a writer keep caches that may name deleted objects.
-                raise self.file.damaged({"table 'meta' key 'gc_epoch'": f"it {wrong(stored)}, not a count of sweeps"})
-            return int(stored or 0)
-        return self._gc_epoch
 
+    @abstractmethod
     def bump_gc_epoch(self) -> None:
         """Record a sweep; call inside the sweep's transaction, so writers see the new
         epoch exactly when they can see the deletions."""
-        if self.file is not None:
-            self.file.set_meta("gc_epoch", str(self.gc_epoch() + 1))
-        else:
-            self._gc_epoch += 1
+
+    @abstractmethod
+    def get_setting(self, key: str) -> str | None:
+        """A setting kept in the repository (e.g. its remotes), None if unset."""
+
+    @abstractmethod
+    def set_setting(self, key: str, value: str) -> None:
+        """Keep a setting in the repository."""
+
+    @property
+    @abstractmethod
+    def durability(self) -> str:
+        """The durability mode (``snapvc.backends.sqlite.file``); a backend without modes
+        to choose from keeps the name it was given."""
+
+    @abstractmethod
+    def set_durability(self, durability: str) -> None:
+        """Change the durability mode from the next write on (refusing an unknown one)."""
 
     def reusable(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
         """The subset of ``ids`` a write may skip as stored instead of putting them again:
@@ -94,61 +127,18 @@ class Backend:
         which the sweep has checked already: its transaction excludes every writer."""
         return self.commits.delete_many(ids) if commits else self.objects.delete_many(ids)
 
-    def get_setting(self, key: str) -> str | None:
-        """A setting kept in the repository (e.g. its remotes), None if unset."""
-        if self.file is not None:
-            return self.file.get_meta(f"setting:{key}")
-        return (self._settings or {}).get(key)
+    def id_map(self, name: str) -> IdMap:
+        """The ``IdMap`` called ``name`` (a lowercase identifier that names what it maps
+        and its version, e.g. ``git_commits_v1``). Here it lives as long as this backend;
+        SQLite keeps it in its file, in a table of that name."""
+        return self._id_maps.setdefault(name, MemoryIdMap())
 
-    def set_setting(self, key: str, value: str) -> None:
-        if self.file is not None:
-            self.file.set_meta(f"setting:{key}", value)
-        else:
-            self._settings = {**(self._settings or {}), key: value}
-
-    @property
-    def durability(self) -> str:
-        """The durability mode (``snapvc.backends.sqlite.objects``); a memory backend has none to
-        choose, and keeps the name it was given."""
-        return self.file.durability if self.file is not None else self._durability
-
-    def set_durability(self, durability: str) -> None:
-        if self.file is not None:
-            self.file.set_durability(durability)
-        else:
-            check_durability(durability)
-            self._durability = durability
+    def integrity_problems(self) -> list[str]:
+        """What the storage's own consistency check finds wrong below snapvc's objects
+        (SQLite's ``PRAGMA integrity_check`` of its b-trees and pages), for fsck; here
+        there is no such check, so nothing."""
+        return []
 
     def close(self) -> None:
         self.refs.close()
         self.objects.close()
-        if self.file is not None:
-            self.file.close()
-
-
-def open_backend(location: str | os.PathLike[str], *, create: bool = True, durability: str = "normal",
-                 clock: Callable[[], float] | None = None, **options: Any) -> Backend:
-    """The backend at ``location``. ``options`` are for S3 locations (``endpoint``,
-    ``region``: see ``snapvc.backends.s3.backend.open_s3_backend``)."""
-    kw = {"clock": clock} if clock is not None else {}
-    text = os.fspath(location)
-    if text.startswith("s3://"):
-        from snapvc.backends.s3.backend import open_s3_backend  # obstore loads here, not with snapvc
-
-        return open_s3_backend(text, create=create, durability=durability, clock=clock, **options)
-    if options:
-        names = ", ".join(sorted(options))
-        raise InvalidArgumentError(names, f"{names}: options of s3:// locations, not of {text!r}")
-    if text == MEMORY_URL or text.startswith(MEMORY_URL):
-        check_durability(durability)  # refused as a file's would be, and kept as set_durability keeps it
-        return Backend(MEMORY_URL, MemoryObjectStore(**kw), MemoryRefStore(**kw), MemoryCommitIndex(**kw),
-                       _durability=durability)
-    if "://" in text:
-        scheme = text.split("://", 1)[0]
-        raise RepositoryError(f"unsupported repository location {text!r}: scheme {scheme!r} is not known (use a file path, memory:// or s3://bucket/prefix)")
-    file = SqliteFile(Path(text), create=create, durability=durability)
-    try:
-        return Backend(text, SqliteObjectStore(file, **kw), SqliteRefStore(file, **kw), SqliteCommitIndex(file, **kw), file)
-    except BaseException:
-        file.close()
-        raise

@@ -33,7 +33,7 @@ from snapvc.errors import InvalidArgumentError, InvalidRefNameError
 from snapvc.ids import ObjectId
 from snapvc.refs.names import check_full_ref_name
 
-__all__ = ["ReflogEntry", "RefStore"]
+__all__ = ["ReflogEntry", "RefStore", "ref_target", "check_symbolic_ref"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +96,11 @@ class RefStore(Protocol):
         ...
 
 
-def _as_id(value: object, what: str) -> ObjectId | None:
-    """``value`` as an ``ObjectId`` (``None`` passes); ``InvalidArgumentError`` (a
-    ``TypeError``) for anything but 32 bytes."""
+def ref_target(value: object, what: str) -> ObjectId | None:
+    """The ``expected`` or ``new`` value (named by ``what``) of a ``compare_and_swap`` as
+    an ``ObjectId`` (``None`` passes); ``InvalidArgumentError`` (a ``TypeError``) for
+    anything but 32 bytes. Every ref store checks its arguments with it, so that all
+    refuse the same values alike."""
     if value is None or type(value) is ObjectId:
         return value
     if isinstance(value, bytes) and len(value) == 32:
@@ -106,8 +108,9 @@ def _as_id(value: object, what: str) -> ObjectId | None:
     raise InvalidArgumentError(what, f"{what} must be an ObjectId or None, got {value!r}")
 
 
-def _check_symbolic(name: str, target: str) -> None:
-    """Validate a symbolic ref: both names full, the target under ``refs/``, no self-loop."""
+def check_symbolic_ref(name: str, target: str) -> None:
+    """Validate a symbolic ref before ``set_symbolic`` writes it (every ref store does):
+    both names full, the target under ``refs/``, no self-loop (``InvalidRefNameError``)."""
     check_full_ref_name(name)
     check_full_ref_name(target)
     if not target.startswith("refs/"):

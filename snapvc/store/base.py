@@ -1,17 +1,25 @@
-"""The ``ObjectStore`` protocol: a map from ``ObjectId`` to bytes.
+"""The object-store protocols: maps from ``ObjectId`` to bytes, in two layers.
 
-Every layer of the store speaks it. A backend (memory, sqlite) keeps whatever bytes
-it is handed; wrappers around a backend change them on the way: ``CompressedStore``
-turns an object's canonical bytes into a self-describing frame and back, and
-``VerifiedStore`` checks that what comes back hashes to the id that was asked for.
-The repository uses ``open_object_store(backend)``, which stacks both.
+- ``RawObjectStore`` is what each backend implements (``snapvc.backends``): it keeps
+  whatever bytes it is handed, the *frames*, and declares the optional abilities it has
+  in ``capabilities`` (a ``StoreCapabilities``), as restic's backends state their
+  ``Properties()``: a caller reads them, it never probes for a method.
+- ``CanonicalStore`` is what the repository reads and writes through
+  (``snapvc.store.codec.open_object_store``): canonical bytes in and out.
+  ``CompressedStore`` turns an object's canonical bytes into a self-describing frame
+  over a ``RawObjectStore`` and back (deltas against a base, trained dictionaries), and
+  ``VerifiedStore`` checks that what comes back hashes to the id that was asked for.
+
+Both share ``ObjectStore``, the map itself.
 
 Invariants every implementation keeps (tested by ``tests/test_store_conformance.py``):
 - objects are immutable; putting an id that exists is a no-op that refreshes its
   GC age (``mtime``);
 - ``get_many`` leaves out ids it does not have, ``get`` raises ``ObjectNotFoundError``;
 - ``ids_with_prefix`` finds every id starting with the given bytes of hex;
-- a dictionary, once put, keeps its number and bytes for the life of the store.
+- a dictionary, once put, keeps its number and bytes for the life of the store;
+- an ability a store does not declare raises ``UnsupportedOperationError`` when called,
+  and no caller calls it.
 """
 
 from __future__ import annotations
@@ -20,9 +28,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from snapvc.errors import UnsupportedOperationError
 from snapvc.ids import ObjectId
 
-__all__ = ["ObjectStore", "StoreSizes"]
+__all__ = ["ObjectStore", "RawObjectStore", "CanonicalStore", "StoreCapabilities", "StoreSizes", "unsupported"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,18 +42,40 @@ class StoreSizes:
     stored_bytes: int
 
 
+@dataclass(frozen=True, slots=True)
+class StoreCapabilities:
+    """The optional abilities of a ``RawObjectStore``. A store whose ``capabilities`` leave
+    one out raises ``UnsupportedOperationError`` from its methods, and callers check here
+    before they call them.
+
+    ``dictionaries``: it keeps numbered compression dictionaries (``dictionaries``,
+    ``put_dictionary``), so ``CompressedStore`` trains one and writes dictionary frames;
+    without, every full frame is plain zstd.
+    ``refresh``: it answers from what this client has read so far (S3's pack index), and
+    ``refresh`` reads what other clients wrote since; without, every write anywhere is
+    seen at once (one SQLite file, one process's memory) and there is nothing to refresh.
+    """
+
+    dictionaries: bool = False
+    refresh: bool = False
+
+
+def unsupported(store: object, ability: str) -> UnsupportedOperationError:
+    """The error for a call of ``ability``, which ``store`` does not declare."""
+    return UnsupportedOperationError(f"{type(store).__name__} does not declare {ability!r} in its capabilities; "
+                                     f"callers check its capabilities first")
+
+
 @runtime_checkable
 class ObjectStore(Protocol):
+    """A map from ``ObjectId`` to bytes: what every layer of the store speaks."""
+
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
         """The bytes of each id that is present; absent ids are left out."""
         ...
 
     def get(self, oid: ObjectId) -> bytes:
         """The bytes of ``oid``; ``ObjectNotFoundError`` if absent."""
-        ...
-
-    def put_many(self, items: Iterable[tuple[ObjectId, bytes]]) -> None:
-        """Store each (id, bytes); an id already present only has its age refreshed."""
         ...
 
     def has_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
@@ -70,14 +101,58 @@ class ObjectStore(Protocol):
     def sizes(self) -> StoreSizes:
         ...
 
+    def close(self) -> None:
+        ...
+
+
+@runtime_checkable
+class RawObjectStore(ObjectStore, Protocol):
+    """What a backend implements: frames in, frames out (``snapvc.store.codec`` makes and
+    reads them), with its optional abilities declared in ``capabilities``."""
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        """What this store can do beyond the map (``StoreCapabilities``); fixed for its life."""
+        ...
+
+    def put_many(self, items: Iterable[tuple[ObjectId, bytes]]) -> None:
+        """Store each (id, frame); an id already present only has its age refreshed."""
+        ...
+
     def dictionaries(self) -> dict[int, bytes]:
-        """Every compression dictionary the store's frames may name, by number."""
+        """Every compression dictionary the store's frames may name, by number
+        (``capabilities.dictionaries``)."""
         ...
 
     def put_dictionary(self, data: bytes) -> int:
         """Keep a new compression dictionary (in the current transaction, if any); returns
-        the number frames use to name it. Dictionaries are never changed or deleted."""
+        the number frames use to name it. Dictionaries are never changed or deleted
+        (``capabilities.dictionaries``)."""
         ...
 
-    def close(self) -> None:
+    def refresh(self) -> None:
+        """Read what other clients stored since this one last looked (``capabilities.refresh``)."""
+        ...
+
+
+@runtime_checkable
+class CanonicalStore(ObjectStore, Protocol):
+    """What the repository writes and reads through: an object's canonical bytes (kind
+    tag + payload, whose blake3 is its id), however the store below keeps them."""
+
+    def put_many(self, items: Iterable[tuple[ObjectId, bytes]], bases: dict[ObjectId, ObjectId] | None = None) -> None:
+        """Store each (id, canonical bytes). ``bases`` (new id -> id of an earlier object,
+        usually the previous version of the same node) names what an object may be stored
+        as a delta against. A caller whose write is rolled back afterwards (an enclosing
+        transaction failed) must call ``forget`` with the same ids."""
+        ...
+
+    def forget(self, ids: Iterable[bytes]) -> None:
+        """Drop ``ids`` from every cache (their write was rolled back: none may serve as a
+        delta base or be read back from memory)."""
+        ...
+
+    def forget_all(self) -> None:
+        """Drop every cache (a gc may have deleted what they hold; dictionaries may have
+        been added by a sync)."""
         ...

@@ -46,7 +46,7 @@ import zstandard
 
 from snapvc.errors import CorruptObjectError, InvalidArgumentError, InvalidObjectIdError, ObjectNotFoundError
 from snapvc.ids import ObjectId, hash_bytes
-from snapvc.store.base import ObjectStore, StoreSizes
+from snapvc.store.base import CanonicalStore, RawObjectStore, StoreSizes
 
 __all__ = [
     "CompressedStore", "VerifiedStore", "open_object_store", "encode_frame", "encode_delta_frame", "decode_frame",
@@ -151,7 +151,9 @@ def compress_many(items: list[bytes], dictionary: Dictionary | None = None) -> l
     compressor = dictionary.compressor() if dictionary is not None else _contexts.compressor
     if len(items) >= PARALLEL_ITEMS and sum(map(len, items)) >= PARALLEL_BYTES and _CORES > 1 and all(items):
         # (zstd's batch call leaves out empty inputs, so it gets none.)
-        bodies = [bytes(segment) for segment in compressor.multi_compress_to_buffer(items, threads=_CORES)]
+        inputs: list[bytes | bytearray | memoryview[int]] = list(items)  # zstd's stubs take any byte string
+        result = compressor.multi_compress_to_buffer(inputs, threads=_CORES)
+        bodies = [result[i].tobytes() for i in range(len(result))]
         if len(bodies) == len(items):
             return bodies
     return [compressor.compress(data) for data in items]
@@ -197,7 +199,8 @@ def train_dictionary(samples: list[bytes]) -> bytes | None:
     """A ``DICTIONARY_BYTES`` zstd dictionary trained on ``samples``, or None if zstd finds
     them too few or too alike to train on."""
     try:
-        return zstandard.train_dictionary(DICTIONARY_BYTES, samples, level=ZSTD_LEVEL).as_bytes()
+        inputs: list[bytes | bytearray | memoryview[int]] = list(samples)  # zstd's stubs take any byte string
+        return zstandard.train_dictionary(DICTIONARY_BYTES, inputs, level=ZSTD_LEVEL).as_bytes()
     except zstandard.ZstdError:
         return None
 
@@ -294,47 +297,6 @@ def decode_frame(oid: ObjectId, frame: bytes, base: bytes | None = None, diction
     return bytes(data)
 
 
-class _Wrapper:
-    """Forwards everything a wrapper does not change to the store it wraps."""
-
-    def __init__(self, inner: ObjectStore) -> None:
-        self.inner = inner
-
-    def has_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
-        return self.inner.has_many(ids)
-
-    def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
-        return self.inner.ids_with_prefix(hex_prefix, limit)
-
-    def iter_ids(self) -> Iterator[ObjectId]:
-        return self.inner.iter_ids()
-
-    def mtimes(self, ids: Iterable[ObjectId]) -> dict[ObjectId, float]:
-        return self.inner.mtimes(ids)
-
-    def delete_many(self, ids: Iterable[ObjectId]) -> int:
-        return self.inner.delete_many(ids)
-
-    def sizes(self) -> StoreSizes:
-        return self.inner.sizes()
-
-    def dictionaries(self) -> dict[int, bytes]:
-        return self.inner.dictionaries()
-
-    def put_dictionary(self, data: bytes) -> int:
-        return self.inner.put_dictionary(data)
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def get(self, oid: ObjectId) -> bytes:
-        found = self.get_many((oid,))  # type: ignore[attr-defined]
-        try:
-            return found[oid]
-        except KeyError:
-            raise ObjectNotFoundError(oid) from None
-
-
 # Longer chains store less (measured on the agent run: 8 -> 16 saves 5% of the file) but a
 # read of a deep object decodes more frames (a fresh checkout of it took 31 -> 53 ms).
 MAX_DELTA_DEPTH = 16
@@ -349,14 +311,14 @@ class _DictionaryUnusable(Exception):
     turns this into a ``CorruptObjectError`` naming its object; a writer writes without it."""
 
 
-class CompressedStore(_Wrapper):
+class CompressedStore:
     """Canonical bytes in, frames to the backend; frames from the backend, canonical bytes out.
 
     ``put_many(items, bases)`` may store an object as a delta against the base named for
     it in ``bases`` (new id -> base id), when the base is at hand and the delta is smaller.
     A bounded cache of recent canonical bytes serves as bases and speeds up delta chains.
     Full frames use the store's trained dictionary once there is one (see the module
-    docstring), if the backend keeps dictionaries (``dictionaries``/``put_dictionary``).
+    docstring), if the backend keeps dictionaries (``StoreCapabilities.dictionaries``).
 
     Reads may run in any number of threads, beside one writer at a time (``put_many``,
     ``forget``: the repository's write lock makes them take turns; the samples for the
@@ -366,8 +328,8 @@ class CompressedStore(_Wrapper):
     call here, and a read waiting for that lock must not hold ours.
     """
 
-    def __init__(self, inner: ObjectStore, cache_bytes: int = 16 << 20) -> None:
-        super().__init__(inner)
+    def __init__(self, inner: RawObjectStore, cache_bytes: int = 16 << 20) -> None:
+        self.inner = inner
         self._recent: dict[bytes, tuple[bytes, int]] = {}  # id -> (canonical bytes, depth)
         self._recent_size = 0
         self._cache_bytes = cache_bytes
@@ -379,12 +341,39 @@ class CompressedStore(_Wrapper):
         # it along, so it is dropped then and trained again later (a committed one stays
         # readable from the backend either way).
         self._unconfirmed: Dictionary | None = None
-        self._keeps_dictionaries = hasattr(inner, "put_dictionary")
+        self._keeps_dictionaries = inner.capabilities.dictionaries
         self._samples: list[bytes] = []
         self._sampled = 0
         self._train_at = TRAIN_AFTER_BYTES
         self._train_attempts = 0
         self._lock = threading.Lock()
+
+    # -- what passes through unchanged ----------------------------------------------------
+
+    def has_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
+        return self.inner.has_many(ids)
+
+    def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
+        return self.inner.ids_with_prefix(hex_prefix, limit)
+
+    def iter_ids(self) -> Iterator[ObjectId]:
+        return self.inner.iter_ids()
+
+    def mtimes(self, ids: Iterable[ObjectId]) -> dict[ObjectId, float]:
+        return self.inner.mtimes(ids)
+
+    def sizes(self) -> StoreSizes:
+        return self.inner.sizes()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def get(self, oid: ObjectId) -> bytes:
+        found = self.get_many((oid,))
+        try:
+            return found[oid]
+        except KeyError:
+            raise ObjectNotFoundError(oid) from None
 
     # -- dictionaries ---------------------------------------------------------------------
 
@@ -393,7 +382,7 @@ class CompressedStore(_Wrapper):
         pick the newest one for writing."""
         if self._loaded_dictionaries or not self._keeps_dictionaries:
             return
-        stored = self.inner.dictionaries()  # type: ignore[attr-defined]
+        stored = self.inner.dictionaries()
         with self._lock:
             self._stored_dictionaries = stored
             self._loaded_dictionaries = True
@@ -470,7 +459,7 @@ class CompressedStore(_Wrapper):
             return
         # Kept zstd-compressed: a trained dictionary is mostly text, and shrinks ~2x.
         stored = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True).compress(trained)
-        number = self.inner.put_dictionary(stored)  # type: ignore[attr-defined]
+        number = self.inner.put_dictionary(stored)
         made = Dictionary(number, trained)
         with self._lock:
             self._stored_dictionaries[number] = stored
@@ -524,7 +513,7 @@ class CompressedStore(_Wrapper):
                               strict=True))
             for i, oid, data in full:
                 frames[i] = (oid, encode_frame(data, dictionary, bodies.get(oid)))
-        self.inner.put_many(frames)  # type: ignore[arg-type]
+        self.inner.put_many([frame for frame in frames if frame is not None])  # every slot is filled above
 
     def _evict(self, ids: Iterable[bytes]) -> None:
         with self._lock:
@@ -651,11 +640,11 @@ class CompressedStore(_Wrapper):
             try:
                 decompressor = (_contexts.decompressor if number is None
                                 else self._dictionary(group[0][0], number).decompressor())
-                sizes = array.array("Q", [size for _, _, size in group])
-                result = decompressor.multi_decompress_to_buffer(
-                    [body for _, body, _ in group], decompressed_sizes=sizes, threads=_CORES
-                )
-                decoded = [bytes(segment) for segment in result]
+                # The sizes as zstd reads them: an array of 64-bit unsigned integers.
+                sizes = array.array("Q", [size for _, _, size in group]).tobytes()
+                bodies: list[bytes | bytearray | memoryview[int]] = [body for _, body, _ in group]
+                result = decompressor.multi_decompress_to_buffer(bodies, decompressed_sizes=sizes, threads=_CORES)
+                decoded = [result[i].tobytes() for i in range(len(result))]
             except (zstandard.ZstdError, CorruptObjectError, ValueError):
                 continue  # one by one, so that a damaged frame is named
             if len(decoded) != len(group):
@@ -666,26 +655,51 @@ class CompressedStore(_Wrapper):
         return out
 
 
-class VerifiedStore(_Wrapper):
-    """Checks on every read that the bytes hash to the id asked for (invariant 6)."""
+class VerifiedStore:
+    """Checks on every read that the bytes hash to the id asked for (invariant 6); all
+    else passes to the ``CanonicalStore`` below (``CompressedStore``)."""
+
+    def __init__(self, inner: CanonicalStore) -> None:
+        self.inner = inner
 
     def put_many(self, items: Iterable[tuple[ObjectId, bytes]], bases: dict[ObjectId, ObjectId] | None = None) -> None:
-        if bases:
-            self.inner.put_many(items, bases)  # type: ignore[call-arg]
-        else:
-            self.inner.put_many(items)
+        self.inner.put_many(items, bases)
 
     def forget(self, ids: Iterable[bytes]) -> None:
-        """Drop ``ids`` from any cache below (their write was rolled back)."""
-        forget = getattr(self.inner, "forget", None)
-        if forget is not None:
-            forget(ids)
+        """Drop ``ids`` from every cache below (their write was rolled back)."""
+        self.inner.forget(ids)
 
     def forget_all(self) -> None:
         """Drop every cache below (a gc ran)."""
-        forget_all = getattr(self.inner, "forget_all", None)
-        if forget_all is not None:
-            forget_all()
+        self.inner.forget_all()
+
+    def has_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
+        return self.inner.has_many(ids)
+
+    def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
+        return self.inner.ids_with_prefix(hex_prefix, limit)
+
+    def iter_ids(self) -> Iterator[ObjectId]:
+        return self.inner.iter_ids()
+
+    def mtimes(self, ids: Iterable[ObjectId]) -> dict[ObjectId, float]:
+        return self.inner.mtimes(ids)
+
+    def delete_many(self, ids: Iterable[ObjectId]) -> int:
+        return self.inner.delete_many(ids)
+
+    def sizes(self) -> StoreSizes:
+        return self.inner.sizes()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def get(self, oid: ObjectId) -> bytes:
+        found = self.get_many((oid,))
+        try:
+            return found[oid]
+        except KeyError:
+            raise ObjectNotFoundError(oid) from None
 
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
         found = self.inner.get_many(ids)
@@ -695,6 +709,6 @@ class VerifiedStore(_Wrapper):
         return found
 
 
-def open_object_store(backend: ObjectStore) -> VerifiedStore:
+def open_object_store(backend: RawObjectStore) -> VerifiedStore:
     """The stack the repository reads and writes through: verification over compression over ``backend``."""
     return VerifiedStore(CompressedStore(backend))

@@ -7,7 +7,7 @@ damages what reads return: a flipped bit, a truncated frame, an object gone. It 
 in the library, not only in the tests, so that code built on snapvc can check its own
 handling of storage faults the same way (as kopia's ``blobtesting/faulty.go`` does)::
 
-    backend = snapvc.backends.base.open_backend("test.snapvc")
+    backend = snapvc.backends.open.open_backend("test.snapvc")
     faulty = FaultyStore(backend.objects)
     backend.objects = faulty
     repo = snapvc.Repository(backend)
@@ -30,15 +30,16 @@ from collections.abc import Iterable, Iterator
 
 from snapvc.errors import ObjectNotFoundError
 from snapvc.ids import ObjectId
-from snapvc.store.base import ObjectStore, StoreSizes
+from snapvc.store.base import RawObjectStore, StoreCapabilities, StoreSizes
 
 __all__ = ["FaultyStore"]
 
 
 class FaultyStore:
-    """An ``ObjectStore`` over ``inner`` that injects the faults asked for (see the module docstring)."""
+    """A ``RawObjectStore`` over ``inner`` that injects the faults asked for (see the
+    module docstring); it has the abilities ``inner`` declares."""
 
-    def __init__(self, inner: ObjectStore, seed: int = 0) -> None:
+    def __init__(self, inner: RawObjectStore, seed: int = 0) -> None:
         self.inner = inner
         self.injected = 0  # faults injected so far
         self.writes = 0  # writes so far (put_many and delete_many calls)
@@ -172,11 +173,18 @@ class FaultyStore:
     def sizes(self) -> StoreSizes:
         return self.inner.sizes()
 
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        return self.inner.capabilities
+
     def dictionaries(self) -> dict[int, bytes]:
-        return self.inner.dictionaries()  # type: ignore[attr-defined]
+        return self.inner.dictionaries()
 
     def put_dictionary(self, data: bytes) -> int:
-        return self.inner.put_dictionary(data)  # type: ignore[attr-defined]
+        return self.inner.put_dictionary(data)
+
+    def refresh(self) -> None:
+        self.inner.refresh()
 
     def close(self) -> None:
         self.inner.close()

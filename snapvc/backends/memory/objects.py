@@ -8,12 +8,17 @@ from collections.abc import Callable, Iterable, Iterator
 
 from snapvc.errors import ObjectNotFoundError
 from snapvc.ids import ObjectId
-from snapvc.store.base import StoreSizes
+from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported
 
 __all__ = ["MemoryObjectStore"]
 
 
 class MemoryObjectStore:
+    """A ``RawObjectStore`` in a dict: it keeps dictionaries; every write is seen at once,
+    so there is nothing to refresh."""
+
+    capabilities = StoreCapabilities(dictionaries=True, refresh=False)
+
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._data: dict[ObjectId, bytes] = {}
         self._mtime: dict[ObjectId, float] = {}
@@ -76,6 +81,9 @@ class MemoryObjectStore:
             number = len(self._dictionaries) + 1
             self._dictionaries[number] = bytes(data)
             return number
+
+    def refresh(self) -> None:
+        raise unsupported(self, "refresh")
 
     def close(self) -> None:
         pass

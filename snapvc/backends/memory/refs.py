@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from snapvc.ids import ObjectId
-from snapvc.refs.base import ReflogEntry, _as_id, _check_symbolic
+from snapvc.refs.base import ReflogEntry, check_symbolic_ref, ref_target
 from snapvc.refs.names import check_full_ref_name
 
 __all__ = ["MemoryRefStore"]
@@ -35,8 +35,8 @@ class MemoryRefStore:
 
     def compare_and_swap(self, name: str, expected: ObjectId | None, new: ObjectId | None, reason: str) -> bool:
         check_full_ref_name(name)
-        expected = _as_id(expected, "expected")
-        new = _as_id(new, "new")
+        expected = ref_target(expected, "expected")
+        new = ref_target(new, "new")
         with self._lock:
             if self._refs.get(name) != expected:
                 return False
@@ -83,7 +83,7 @@ class MemoryRefStore:
         return self._symrefs.get(name)
 
     def set_symbolic(self, name: str, target: str) -> None:
-        _check_symbolic(name, target)
+        check_symbolic_ref(name, target)
         with self._lock:
             old = self._refs.pop(name, None)
             if old is not None:

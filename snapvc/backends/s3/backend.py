@@ -1,6 +1,7 @@
 """A repository on S3-compatible object storage: ``snapvc.open("s3://bucket/prefix", endpoint=..., region=...)``.
 
-Assembles the S3 object store and commit index (``snapvc.backends.s3.objects``, packs) and the S3
+Assembles the S3 object store and commit index (``snapvc.backends.s3.objects`` and
+``snapvc.backends.s3.commit_index``, two faces of the packs) and the S3
 ref store (``snapvc.backends.s3.refs``, conditional writes) over one client. Needs the ``s3``
 extra (``pip install 'snapvc[s3]'``: obstore). Credentials come from the environment,
 as for any AWS client (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ...).
@@ -17,7 +18,7 @@ and its ref writes leaves the same: never a ref to something missing.
 What gc means here: nothing excludes writers from a sweep, so writers rely only on
 recently stored bytes and the sweep removes only entries that stayed older than its
 cutoff, which is safe for grace periods of at least ``GcTiming.min_grace`` (30 minutes
-by default; ``snapvc.backends.s3.objects``, "gc beside writers", has the rules and why they hold).
+by default; ``snapvc.backends.s3.packs``, "gc beside writers", has the rules and why they hold).
 ``open_s3_backend(..., gc_timing=GcTiming(...))`` states other bounds; every client of
 one repository must state the same.
 """
@@ -25,29 +26,20 @@ one repository must state the same.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
-from snapvc.backends.base import Backend
+from snapvc.backends.base import Backend, check_durability
+from snapvc.backends.s3.cache import DiskCache
+from snapvc.backends.s3.client import S3Client, S3Location, S3Stats, check_or_create_marker, read_meta, write_meta
+from snapvc.backends.s3.commit_index import S3CommitIndex
+from snapvc.backends.s3.objects import S3ObjectStore
+from snapvc.backends.s3.packs import GcTiming, Packs
+from snapvc.backends.s3.refs import S3RefStore
 from snapvc.errors import InvalidArgumentError
 from snapvc.ids import ObjectId
-from snapvc.backends.s3.refs import S3RefStore
-from snapvc.backends.s3.objects import (
-    DiskCache,
-    GcTiming,
-    Packs,
-    S3Client,
-    S3CommitIndex,
-    S3Location,
-    S3ObjectStore,
-    S3Stats,
-    check_or_create_marker,
-    read_meta,
-    write_meta,
-)
-from snapvc.backends.sqlite.objects import check_durability
 
 __all__ = ["S3Backend", "open_s3_backend"]
 
@@ -55,19 +47,27 @@ __all__ = ["S3Backend", "open_s3_backend"]
 _EPOCH_SECONDS = 1.0
 
 
-@dataclass
 class S3Backend(Backend):
-    """A ``Backend`` whose three stores live under one S3 prefix."""
+    """A ``Backend`` whose three stores live under one S3 prefix, over one client and one
+    ``Packs``."""
 
-    client: S3Client | None = None
-    packs: Packs | None = None
-    _epoch_read: tuple[float, int] | None = None
-    _epoch_seen: int | None = None  # the epoch last read, kept when a read expires
+    objects: S3ObjectStore
+    refs: S3RefStore
+
+    def __init__(self, location: str, client: S3Client, packs: Packs, refs: S3RefStore, *,
+                 durability: str = "normal") -> None:
+        super().__init__(location, S3ObjectStore(packs), refs, S3CommitIndex(packs))
+        check_durability(durability)
+        self.client = client
+        self.packs = packs
+        self._durability = durability
+        self._lock = threading.RLock()
+        self._epoch_read: tuple[float, int] | None = None
+        self._epoch_seen: int | None = None  # the epoch last read, kept when a read expires
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """One locked section whose writes go up as one pack (see the module docstring)."""
-        assert self.packs is not None and isinstance(self.refs, S3RefStore)
         with self._lock:
             outermost = not self.packs.in_transaction()
             self.packs.begin()
@@ -92,7 +92,6 @@ class S3Backend(Backend):
         """The gc epoch (``Backend.gc_epoch``). When it moved since this client last read
         it, another client's gc rewrote packs: the pack index is read again first, so no
         write trusts an object the sweep removed to be stored."""
-        assert self.client is not None and self.packs is not None
         now = time.monotonic()
         if self._epoch_read is None or now - self._epoch_read[0] > _EPOCH_SECONDS:
             epoch = int(read_meta(self.client, "gc_epoch") or 0)
@@ -102,7 +101,6 @@ class S3Backend(Backend):
         return self._epoch_read[1]
 
     def bump_gc_epoch(self) -> None:
-        assert self.client is not None
         self._epoch_read = None
         write_meta(self.client, "gc_epoch", str(self.gc_epoch() + 1))
         self._epoch_read = None
@@ -110,47 +108,48 @@ class S3Backend(Backend):
     def reusable(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
         """The stored ids whose bytes were stored recently enough for a write to rely on
         (``S3ObjectStore.reusable_many``): older ones a gc may be removing meanwhile."""
-        assert isinstance(self.objects, S3ObjectStore)
         return self.objects.reusable_many(ids)
 
     def min_gc_grace(self) -> float:
         """``GcTiming.min_grace``: below it, a gc may remove what a concurrent write relies on."""
-        assert self.packs is not None
         return self.packs.timing.min_grace
 
     def delete_garbage(self, ids: list[ObjectId], *, commits: bool, older_than: float) -> int:
         """Remove gc's doomed objects or commits, keeping every entry of theirs stored at
         or after ``older_than`` (the sweep's cutoff): writers may have stored them again
         since the sweep read their ages, as nothing here excludes them (``Packs.delete``)."""
-        assert self.packs is not None
         return self.packs.delete(ids, objects=not commits, older_than=older_than)
 
     def get_setting(self, key: str) -> str | None:
-        assert self.client is not None
         return read_meta(self.client, f"setting-{key}")
 
     def set_setting(self, key: str, value: str) -> None:
-        assert self.client is not None
         write_meta(self.client, f"setting-{key}", value)
+
+    @property
+    def durability(self) -> str:
+        """Accepted for symmetry and kept as given: a PUT that returned is durable on the server."""
+        return self._durability
+
+    def set_durability(self, durability: str) -> None:
+        check_durability(durability)
+        self._durability = durability
 
     def repack(self) -> int:
         """Merge the small packs (a pack per commit made straight to S3) into large ones,
         so a new client's checkout reads a few packs rather than one per commit; returns
-        how many packs were merged (``snapvc.backends.s3.objects.Packs.repack``)."""
-        assert self.packs is not None
+        how many packs were merged (``snapvc.backends.s3.packs.Packs.repack``)."""
         return self.packs.repack()
 
     @property
     def s3_stats(self) -> S3Stats:
         """Requests and bytes this backend exchanged with the server (``S3Stats``)."""
-        assert self.client is not None
         return self.client.stats
 
     def close(self) -> None:
         super().close()
-        if self.client is not None:
-            self.client.close()
-        if self.packs is not None and self.packs.cache.disk is not None:
+        self.client.close()
+        if self.packs.cache.disk is not None:
             self.packs.cache.disk.close()
 
 
@@ -162,13 +161,13 @@ def open_s3_backend(url: str, *, create: bool = True, durability: str = "normal"
     for a local server; default ``AWS_ENDPOINT_URL`` or AWS) and ``region`` (default
     ``AWS_REGION``). Created (a marker object under the prefix) unless ``create`` is False.
     ``cache_dir``: a folder where pack headers and frames read or written are kept on
-    local disk (``snapvc.backends.s3.objects.DiskCache``), for later processes on the machine.
-    ``gc_timing``: the bounds gc relies on beside writers (``snapvc.backends.s3.objects.GcTiming``;
+    local disk (``snapvc.backends.s3.cache.DiskCache``), for later processes on the machine.
+    ``gc_timing``: the bounds gc relies on beside writers (``snapvc.backends.s3.GcTiming``;
     the same for every client of the repository).
     ``durability`` is accepted for symmetry: a PUT that returned is durable on the server."""
     check_durability(durability)
     if gc_timing is not None and not isinstance(gc_timing, GcTiming):
-        raise InvalidArgumentError("gc_timing", f"gc_timing is a snapvc.backends.s3.objects.GcTiming, not {gc_timing!r}")
+        raise InvalidArgumentError("gc_timing", f"gc_timing is a snapvc.backends.s3.GcTiming, not {gc_timing!r}")
     location = S3Location.parse(url, endpoint, region)
     client = S3Client(location)
     try:
@@ -179,7 +178,5 @@ def open_s3_backend(url: str, *, create: bool = True, durability: str = "normal"
     tick = clock or time.time
     disk = DiskCache(cache_dir, location.url) if cache_dir is not None else None
     packs = Packs(client, tick, disk=disk, timing=gc_timing)
-    backend = S3Backend(location.url, S3ObjectStore(packs), S3RefStore(client, tick, before_write=packs.flush, buffering=packs.in_transaction),
-                        S3CommitIndex(packs), client=client, packs=packs)
-    backend._durability = durability
-    return backend
+    refs = S3RefStore(client, tick, before_write=packs.flush, buffering=packs.in_transaction)
+    return S3Backend(location.url, client, packs, refs, durability=durability)

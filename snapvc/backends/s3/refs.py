@@ -39,9 +39,9 @@ from urllib.parse import quote, unquote
 
 from snapvc.errors import RefConflictError, RefError
 from snapvc.ids import ObjectId
-from snapvc.refs.base import ReflogEntry, _as_id, _check_symbolic
+from snapvc.refs.base import ReflogEntry, check_symbolic_ref, ref_target
 from snapvc.refs.names import check_full_ref_name
-from snapvc.backends.s3.objects import PreconditionFailed, S3Client
+from snapvc.backends.s3.client import PreconditionFailed, S3Client
 
 __all__ = ["S3RefStore", "REFLOG_TAIL"]
 
@@ -162,8 +162,8 @@ class S3RefStore:
 
     def compare_and_swap(self, name: str, expected: ObjectId | None, new: ObjectId | None, reason: str) -> bool:
         check_full_ref_name(name)
-        expected = _as_id(expected, "expected")
-        new = _as_id(new, "new")
+        expected = ref_target(expected, "expected")
+        new = ref_target(new, "new")
         if self._buffering():
             return self._buffered_swap(name, expected, new, reason)
         tried: _Body | None = None
@@ -311,7 +311,7 @@ class S3RefStore:
         return self._read(name).symbolic
 
     def set_symbolic(self, name: str, target: str) -> None:
-        _check_symbolic(name, target)
+        check_symbolic_ref(name, target)
         for _ in range(_MAX_ROUNDS):
             body = self._read(name)
             if body.symbolic == target and body.target is None:

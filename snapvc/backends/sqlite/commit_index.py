@@ -1,121 +1,23 @@
-"""The commit index: where commits are kept, every commit's fields in a table, so that
-``log``, ``where=`` filters and rev walks (``main~400``) never decode objects or read state.
-
-A commit is an object like any other (its id is the hash of its canonical bytes, which
-``Commit.encode`` rebuilds exactly from the fields), but it is kept here rather than in
-the object store: storing it in both would cost a second copy and a second id index
-entry per commit (on the agent run, 6% of the file). Repositories written before keep
-their commit objects in the object store too; a commit found only there (or copied in
-by a sync) is indexed when first read.
-
-A commit written without moving a ref (``Repository.commit_tree``: an import building
-history first) also gets an age (``touch``, ``mtimes``), as objects have: gc's grace
-period protects it by this age, not by the commit's own timestamp, which may be any
-date. A commit made on a ref needs none: the ref and its reflog reach it from the
-moment it is written (one transaction), so no row is spent on it. Ages older than any
-grace period are dropped by gc (``forget_mtimes``): a commit without one counts as old.
+"""The commit index of the embedded default: table ``commits`` of a ``SqliteFile``, every
+commit's fields in columns (``snapvc.store.commit_index`` says what an index is for), and
+the ages of commits no ref reaches yet in table ``commit_mtimes`` (``touch``).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from snapvc.errors import CorruptObjectError
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.objects import Commit
-from snapvc.backends.sqlite.objects import SqliteFile, _chunks, is_number, wrong
+from snapvc.backends.sqlite.file import SqliteFile, batched, is_number, wrong
+from snapvc.store.commit_index import CommitIndexCapabilities
 
-__all__ = ["CommitIndex", "MemoryCommitIndex", "SqliteCommitIndex"]
+__all__ = ["SqliteCommitIndex"]
 
 _trusted_id = bytes.__new__
-
-
-class CommitIndex(Protocol):
-    def add(self, commit: Commit) -> None: ...
-    def get(self, oid: ObjectId) -> Commit | None: ...
-    def first_parent_chain(self, oid: ObjectId, limit: int) -> list[Commit]:
-        """``oid``'s commit and up to ``limit - 1`` of its first-parent ancestors, newest
-        first, as far as the index has them (for reading history in one batch)."""
-        ...
-    def count(self) -> int: ...
-    def ids(self) -> list[ObjectId]: ...
-    def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
-        """Up to ``limit`` commit ids whose hex form starts with ``hex_prefix`` (lowercase)."""
-        ...
-    def touch(self, ids: Iterable[ObjectId]) -> None:
-        """Record now as the age of these commits (written, but no ref reaches them yet).
-        An index whose ``add`` records ages itself need not have it."""
-        ...
-    def mtimes(self) -> dict[ObjectId, float]:
-        """When each commit that has an age was last touched (seconds since the epoch)."""
-        ...
-    def forget_mtimes(self, before: float) -> int:
-        """Drop the ages older than ``before`` (gc: they no longer protect anything)."""
-        ...
-    def delete_many(self, ids: Iterable[ObjectId]) -> int:
-        """Remove commits (gc only); returns how many were present."""
-        ...
-
-
-class MemoryCommitIndex:
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        self._commits: dict[ObjectId, Commit] = {}
-        self._mtimes: dict[ObjectId, float] = {}
-        self._clock = clock
-        self._lock = threading.Lock()
-
-    def add(self, commit: Commit) -> None:
-        with self._lock:
-            self._commits[commit.id] = commit
-
-    def touch(self, ids: Iterable[ObjectId]) -> None:
-        now = self._clock()
-        with self._lock:
-            self._mtimes.update(dict.fromkeys(ids, now))
-
-    def mtimes(self) -> dict[ObjectId, float]:
-        with self._lock:
-            return dict(self._mtimes)
-
-    def forget_mtimes(self, before: float) -> int:
-        with self._lock:
-            old = [oid for oid, t in self._mtimes.items() if t < before]
-            for oid in old:
-                del self._mtimes[oid]
-        return len(old)
-
-    def delete_many(self, ids: Iterable[ObjectId]) -> int:
-        removed = 0
-        with self._lock:
-            for oid in ids:
-                if self._commits.pop(oid, None) is not None:
-                    removed += 1
-                self._mtimes.pop(oid, None)
-        return removed
-
-    def get(self, oid: ObjectId) -> Commit | None:
-        return self._commits.get(oid)
-
-    def first_parent_chain(self, oid: ObjectId, limit: int) -> list[Commit]:
-        out: list[Commit] = []
-        commit = self._commits.get(oid)
-        while commit is not None and len(out) < limit:
-            out.append(commit)
-            commit = self._commits.get(commit.parents[0]) if commit.parents else None
-        return out
-
-    def count(self) -> int:
-        return len(self._commits)
-
-    def ids(self) -> list[ObjectId]:
-        return list(self._commits)
-
-    def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
-        return [oid for oid in self._commits if oid.hex.startswith(hex_prefix)][:limit]
-
 
 
 def _column_problem(column: str, value: object) -> str | None:
@@ -132,7 +34,10 @@ def _column_problem(column: str, value: object) -> str | None:
 
 
 class SqliteCommitIndex:
-    """Table ``commits`` of a ``SqliteFile``; parents are stored as concatenated ids."""
+    """Table ``commits`` of a ``SqliteFile``; parents are stored as concatenated ids.
+    Ages are recorded apart (``touch``)."""
+
+    capabilities = CommitIndexCapabilities(touch=True)
 
     def __init__(self, file: SqliteFile, clock: Callable[[], float] = time.time) -> None:
         self.file = file
@@ -202,7 +107,7 @@ class SqliteCommitIndex:
         removed = 0
         ages = self._has_ages()
         with self.file.transaction() as c:
-            for batch in _chunks(ids):
+            for batch in batched(ids):
                 marks = ",".join("?" * len(batch))
                 removed += c.execute(f"DELETE FROM commits WHERE id IN ({marks})", batch).rowcount
                 if ages:
@@ -257,7 +162,8 @@ class SqliteCommitIndex:
 
     def count(self) -> int:
         with self.file.reading("the commit index"):
-            return self.file.conn.execute("SELECT count(*) FROM commits").fetchone()[0]
+            count: int = self.file.conn.execute("SELECT count(*) FROM commits").fetchone()[0]
+        return count
 
     def ids(self) -> list[ObjectId]:
         with self.file.reading("the ids of the commit index"):

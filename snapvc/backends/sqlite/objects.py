@@ -1,385 +1,18 @@
-"""The embedded default: one SQLite file holds objects, refs, reflog and the commit index.
-
-``SqliteFile`` owns the connection, the file's identity (``application_id``), the format
-version and the durability mode; each store over it (objects here, refs in
-``snapvc.backends.sqlite.refs``, the commit index in ``snapvc.backends.sqlite.commit_index``) creates its
-own tables on it. The file runs in WAL mode.
-
-Durability modes (``snapvc.open(path, durability=...)``):
-
-=========  ====================  =====================================================
-mode       SQLite synchronous    what survives
-=========  ====================  =====================================================
-``sync``   FULL                  every returned commit survives a process crash and a
-                                 power loss
-``normal`` NORMAL (default)      every returned commit survives a process crash; a
-                                 power loss may lose the last few commits, never the
-                                 file's consistency
-``batch``  OFF                   every returned commit survives a process crash; a
-                                 power loss may lose recent commits or, rarely, damage
-                                 the file: for bulk imports and throwaway runs
-=========  ====================  =====================================================
-"""
+"""Objects in table ``objects(id, data, mtime)`` of a ``SqliteFile``, and the compression
+dictionaries their frames name in table ``dictionaries``."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import stat
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, nullcontext
-from pathlib import Path
 
-from snapvc.errors import (
-    CorruptObjectError,
-    DamagedRowsError,
-    FormatVersionError,
-    InvalidArgumentError,
-    NotARepositoryError,
-    ObjectNotFoundError,
-    RepositoryError,
-    RepositoryFolderError,
-    RepositoryNotFoundError,
-    SnapvcError,
-)
-from snapvc.ids import ID_SIZE, ObjectId
-from snapvc.store.base import StoreSizes
+from snapvc.backends.sqlite.file import DICTIONARY_FORMAT, SqliteFile, batched, is_number, wrong
+from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError, SnapvcError
+from snapvc.ids import ObjectId
+from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported
 
-__all__ = ["SqliteFile", "SqliteObjectStore", "DURABILITY_MODES", "check_durability", "FORMAT_VERSION",
-           "APPLICATION_ID"]
-
-# 'snvc' — marks the SQLite file as a snapvc repository.
-APPLICATION_ID = 0x736E7663
-# Format 1: the first; format 2 adds compression dictionaries (codec 2 frames). A file
-# stays at 1 until a dictionary is written into it.
-FORMAT_VERSION = 2
-DICTIONARY_FORMAT = 2
-DURABILITY_MODES = {"sync": "FULL", "normal": "NORMAL", "batch": "OFF"}
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-# Stored frames run from a few bytes to ~8 KB: 8 KiB pages leave less unused space at the
-# end of each page than the default 4 KiB (measured: 3% smaller files on agent runs).
-PAGE_SIZE = 8192
-WAL_BYTES = 256 << 10
-# The write-ahead log may outgrow WAL_BYTES while a background checkpoint runs; past this,
-# the next commit folds it in itself.
-WAL_MAX_BYTES = 4 * WAL_BYTES
-# SQLite's default limit on bound variables per statement is 32766; stay well below.
-_BATCH = 500
-
-
-def check_durability(durability: object) -> None:
-    """Refuse a durability mode that is none of ``DURABILITY_MODES`` with an
-    ``InvalidArgumentError`` (a ``ValueError`` too) naming the modes there are. A value
-    that is not a str is refused alike, not with the ``TypeError`` of an unhashable key."""
-    if not isinstance(durability, str) or durability not in DURABILITY_MODES:
-        raise InvalidArgumentError("durability", f"durability must be one of {sorted(DURABILITY_MODES)}, "
-                                                 f"got {durability!r}")
-
-
-def wrong(value: object) -> str:
-    """What a stored value is, for an error about a damaged row: ``is 3 bytes``, ``is text 'old'``."""
-    if value is None:
-        return "is NULL"
-    if isinstance(value, bytes):
-        return f"is {len(value)} bytes"
-    if isinstance(value, str):
-        return f"is text {value[:40]!r}"
-    return f"is the number {value!r}"
-
-
-def is_number(value: object) -> bool:
-    """Whether a stored value is a number (a time, an age): SQLite hands back int or float."""
-    return type(value) is int or type(value) is float
-
-
-def _file_kind(mode: int) -> str:
-    """What a path that is not a regular file or a folder is, for an error message."""
-    if stat.S_ISFIFO(mode):
-        return "a named pipe"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
-
-
-class SqliteFile:
-    """One open snapvc SQLite file, shared by the stores that live in it."""
-
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True, durability: str = "normal") -> None:
-        check_durability(durability)
-        self.path = Path(path)
-        self.durability = durability
-        exists = self.path.exists()
-        if not exists and not create:
-            raise RepositoryNotFoundError(f"no snapvc repository at {str(self.path)!r}")
-        if exists:
-            self._check_foreign_file(create)
-        elif not self.path.parent.exists():
-            raise RepositoryFolderError(f"cannot create {str(self.path)!r}: folder {str(self.path.parent)!r} does not exist")
-        elif not self.path.parent.is_dir():
-            raise RepositoryFolderError(f"cannot create {str(self.path)!r}: {str(self.path.parent)!r} is a file, not a folder")
-        # isolation_level=None: we issue BEGIN/COMMIT ourselves, so write order is explicit.
-        try:
-            self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
-        except sqlite3.Error as exc:  # no permission to the file or its folder, and the like
-            raise RepositoryError(f"cannot open {str(self.path)!r}: {exc}") from None
-        self.lock = threading.RLock()
-        self._depth = 0
-        self._checkpointer: _Checkpointer | None = None
-        try:
-            self._setup(exists, create)
-        except sqlite3.DatabaseError as exc:
-            self.conn.close()
-            raise NotARepositoryError(f"{str(self.path)!r} is not a snapvc repository: {exc}") from None
-        except BaseException:  # refused (a newer format, a damaged one): not left open
-            self.conn.close()
-            raise
-
-    def _check_foreign_file(self, create: bool) -> None:
-        """Refuse what is not a snapvc file before SQLite touches it: a folder; a pipe, a
-        socket or a device (opening a pipe waits for a writer forever, and SQLite would
-        write into a device); a file of another format; and, unless asked to create a
-        repository, an empty file, which SQLite would silently turn into one."""
-        mode = self.path.stat().st_mode
-        if stat.S_ISDIR(mode):
-            raise NotARepositoryError(f"{str(self.path)!r} is a folder, not a snapvc repository file")
-        if not stat.S_ISREG(mode):
-            raise NotARepositoryError(f"{str(self.path)!r} is {_file_kind(mode)}, not a snapvc repository file")
-        # O_NONBLOCK: should the path become a pipe after the check above, the read below
-        # returns at once instead of waiting for a writer.
-        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise NotARepositoryError(f"{str(self.path)!r} is not a regular file, not a snapvc repository file")
-            head = os.read(fd, len(_SQLITE_MAGIC))
-        finally:
-            os.close(fd)
-        if not head and not create:
-            raise NotARepositoryError(f"{str(self.path)!r} is an empty file, not a snapvc repository")
-        if head and head != _SQLITE_MAGIC:
-            raise NotARepositoryError(f"{str(self.path)!r} is not a snapvc repository (not an SQLite file)")
-
-    def _setup(self, existed: bool, create: bool) -> None:
-        c = self.conn
-        app_id = c.execute("PRAGMA application_id").fetchone()[0]
-        has_tables = c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
-        if app_id != APPLICATION_ID and (app_id != 0 or has_tables):
-            raise NotARepositoryError(
-                f"{str(self.path)!r} is an SQLite file of another application (application_id {app_id:#x})"
-            )
-        if app_id != APPLICATION_ID and not create:
-            # An empty database: it becomes a repository only when creation was asked for.
-            raise NotARepositoryError(f"{str(self.path)!r} is an empty SQLite database, not a snapvc repository")
-        if not existed:
-            c.execute(f"PRAGMA page_size={PAGE_SIZE}")  # fixed once the file has pages
-        c.execute("PRAGMA journal_mode=WAL")
-        c.execute(f"PRAGMA synchronous={DURABILITY_MODES[self.durability]}")
-        c.execute("PRAGMA busy_timeout=30000")
-        # The write-ahead log is folded into the file by a background thread once it holds
-        # WAL_BYTES (see ``_Checkpointer``), not by the commit that crosses the mark, and is
-        # truncated back to that size, so the store on disk is never much larger than what
-        # it holds and no commit waits for a checkpoint's fsync.
-        c.execute("PRAGMA wal_autocheckpoint=0")
-        c.execute("PRAGMA journal_size_limit=0")
-        if app_id != APPLICATION_ID:
-            with self.transaction():
-                c.execute(f"PRAGMA application_id={APPLICATION_ID}")
-                c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-                # A process that made the file first wrote these rows already: keep them
-                # (only an existing key is skipped, never a row that breaks a constraint).
-                c.execute(
-                    "INSERT INTO meta (key, value) VALUES ('format', '1'), ('created', ?) ON CONFLICT (key) DO NOTHING",
-                    (str(time.time()),),
-                )
-        stored = self.get_meta("format")
-        if stored is not None and not (type(stored) is str and stored.isascii() and stored.isdigit()):
-            raise FormatVersionError(
-                f"{str(self.path)!r} records its format version as {stored!r}, which is no version number: the "
-                f"file is damaged, or another tool wrote its table 'meta'"
-            )
-        version = int(stored or FORMAT_VERSION)
-        if version > FORMAT_VERSION:
-            raise FormatVersionError(
-                f"{str(self.path)!r} has format version {version}; this snapvc reads up to {FORMAT_VERSION}: upgrade snapvc"
-            )
-
-    def set_durability(self, durability: str) -> None:
-        """Change the durability mode of this connection from the next commit on."""
-        check_durability(durability)
-        with self.lock:
-            self.conn.execute(f"PRAGMA synchronous={DURABILITY_MODES[durability]}")
-            self.durability = durability
-
-    def get_meta(self, key: str) -> str | None:
-        with self.reading(f"the setting {key!r} of table 'meta'"):
-            row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
-    @contextmanager
-    def reading(self, what: str) -> Iterator[sqlite3.Connection]:
-        """The connection, under the lock, for a read of ``what`` (e.g. ``"ref
-        'refs/heads/main'"``): SQLite's error on a damaged file (a bad page, a record that
-        does not decode) becomes a ``RepositoryError`` naming the file and what was read."""
-        with self.lock:
-            try:
-                yield self.conn
-            except sqlite3.Error as exc:
-                raise RepositoryError(f"{str(self.path)!r}: {what} cannot be read: {exc}") from None
-
-    def damaged(self, rows: dict[str, str], readable: object = None) -> DamagedRowsError:
-        """The error for rows of this file holding values of the wrong type or size."""
-        return DamagedRowsError(str(self.path), rows, readable)
-
-    def set_meta(self, key: str, value: str) -> None:
-        with self.transaction() as c:
-            c.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                      (key, value))
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction (BEGIN IMMEDIATE); nested uses join the outer one."""
-        with self.lock:
-            if self._depth:
-                self._depth += 1
-                try:
-                    yield self.conn
-                finally:
-                    self._depth -= 1
-                return
-            try:
-                self.conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:  # locked by another writer past the busy timeout, and the like
-                raise RepositoryError(f"{str(self.path)!r}: cannot start a write: {exc}") from exc
-            self._depth = 1
-            try:
-                yield self.conn
-                self.conn.execute("COMMIT")
-            except BaseException as exc:
-                # SQLite has rolled back already after some errors (a full disk): then a
-                # ROLLBACK of ours would fail and hide the error that matters.
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise RepositoryError(f"{str(self.path)!r}: {exc}; the write was rolled back, the repository "
-                                          f"is as it was before it") from exc
-                raise
-            finally:
-                self._depth = 0
-        self._maybe_checkpoint()
-
-    def _maybe_checkpoint(self) -> None:
-        try:
-            size = os.stat(self._wal_path).st_size
-        except FileNotFoundError:
-            return
-        if size >= WAL_MAX_BYTES:
-            # Writes outran the background checkpoints: fold the log in here, once. (Not
-            # during one of ours: SQLite runs one checkpoint at a time, and would refuse.)
-            with self.lock, self._checkpointer.running if self._checkpointer is not None else nullcontext():
-                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        elif size >= WAL_BYTES:
-            if self._checkpointer is None:
-                self._checkpointer = _Checkpointer(self.path)
-            self._checkpointer.request()
-
-    def ids_with_prefix(self, table: str, hex_prefix: str, limit: int) -> list[ObjectId]:
-        """Up to ``limit`` ids of ``table`` (keyed by a 32-byte ``id``) whose hex form
-        starts with ``hex_prefix``: a range scan between the prefix padded with 0s and with fs."""
-        digits = hex_prefix.lower()
-        low = bytes.fromhex((digits + "0" * 64)[:64])
-        high = bytes.fromhex((digits + "f" * 64)[:64])
-        with self.reading(f"table {table!r}"):
-            rows = self.conn.execute(
-                f"SELECT rowid, id FROM {table} WHERE id >= ? AND id <= ? ORDER BY id LIMIT ?", (low, high, limit)
-            ).fetchall()
-        return self.read_ids(table, rows)
-
-    def read_ids(self, table: str, rows: Iterable[tuple[int, object]]) -> list[ObjectId]:
-        """The ids of ``(rowid, id)`` rows of ``table``; ``DamagedRowsError`` naming each row
-        whose id is not 32 bytes (with the ids that are, for fsck)."""
-        ids: list[ObjectId] = []
-        damaged: dict[str, str] = {}
-        for rowid, raw in rows:
-            if type(raw) is bytes and len(raw) == ID_SIZE:
-                ids.append(ObjectId(raw))
-            else:
-                damaged[f"table {table!r} row {rowid}"] = f"its id {wrong(raw)}, not 32 bytes"
-        if damaged:
-            raise self.damaged(damaged, ids)
-        return ids
-
-    @property
-    def _wal_path(self) -> str:
-        return str(self.path) + "-wal"
-
-    def close(self) -> None:
-        with self.lock:
-            if self._checkpointer is not None:
-                self._checkpointer.stop()
-                self._checkpointer = None
-            self.conn.close()
-
-
-_CHECKPOINT_PASSES = 4
-
-
-class _Checkpointer:
-    """A thread with its own connection that folds the write-ahead log into the file when
-    asked (``PRAGMA wal_checkpoint(PASSIVE)``: it never takes the write lock, so commits
-    go on meanwhile; the next commit after a complete one starts the log from its
-    beginning). SQLite releases the GIL while it works, so the checkpoint's page copies
-    and its fsync run beside the caller's work instead of inside one unlucky commit."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._wanted = threading.Event()
-        self._stopping = False
-        self.running = threading.Lock()  # held while a checkpoint runs
-        self._thread = threading.Thread(target=self._run, name=f"snapvc-checkpoint-{path.name}", daemon=True)
-        self._thread.start()
-
-    def request(self) -> None:
-        self._wanted.set()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._wanted.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        conn = sqlite3.connect(str(self._path), isolation_level=None, check_same_thread=False, timeout=30.0)
-        try:
-            while True:
-                self._wanted.wait()
-                self._wanted.clear()
-                if self._stopping:
-                    return
-                # Each pass copies what the log held when it began; commits meanwhile add
-                # more. The log restarts from its beginning only once all of it is copied.
-                with self.running:
-                    for _ in range(_CHECKPOINT_PASSES):
-                        try:
-                            busy, logged, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                        except sqlite3.Error:
-                            break  # busy or closing: the next request tries again; close checkpoints anyway
-                        if busy or copied >= logged or self._stopping:
-                            break
-        finally:
-            conn.close()
-
-
-def _chunks(ids: Iterable[ObjectId]) -> Iterator[list[ObjectId]]:
-    batch: list[ObjectId] = []
-    for oid in ids:
-        batch.append(oid)
-        if len(batch) >= _BATCH:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+__all__ = ["SqliteObjectStore"]
 
 
 class SqliteObjectStore:
@@ -387,7 +20,12 @@ class SqliteObjectStore:
 
     Reads ask for ``CAST(data AS BLOB)``: a damaged or hand-edited row may hold text,
     which SQLite would otherwise hand back decoded (or fail to decode) as a str; as
-    bytes it goes on to verification, which names the object as corrupt."""
+    bytes it goes on to verification, which names the object as corrupt.
+
+    It keeps dictionaries; every write to the file is seen at once, also another
+    process's, so there is nothing to refresh."""
+
+    capabilities = StoreCapabilities(dictionaries=True, refresh=False)
 
     def __init__(self, file: SqliteFile, clock: Callable[[], float] = time.time) -> None:
         self.file = file
@@ -403,7 +41,7 @@ class SqliteObjectStore:
         out: dict[ObjectId, bytes] = {}
         c = self.file.conn
         with self.file.lock:
-            for batch in _chunks(ids):
+            for batch in batched(ids):
                 try:
                     if len(batch) == 1:
                         row = c.execute("SELECT CAST(data AS BLOB) FROM objects WHERE id = ?", batch).fetchone()
@@ -434,7 +72,8 @@ class SqliteObjectStore:
                 raise self._unreadable([oid], exc) from None
         if row is None:
             raise ObjectNotFoundError(oid)
-        return row[0]
+        data: bytes = row[0]  # CAST(... AS BLOB): bytes, whatever the row holds
+        return data
 
     def put_many(self, items: Iterable[tuple[ObjectId, bytes]]) -> None:
         now = int(self._clock())
@@ -452,7 +91,7 @@ class SqliteObjectStore:
         out: set[ObjectId] = set()
         c = self.file.conn
         with self.file.reading("table 'objects'"):
-            for batch in _chunks(ids):
+            for batch in batched(ids):
                 marks = ",".join("?" * len(batch))
                 out.update(ObjectId(r[0]) for r in c.execute(f"SELECT id FROM objects WHERE id IN ({marks})", batch))
         return out
@@ -470,7 +109,7 @@ class SqliteObjectStore:
         damaged: dict[str, str] = {}
         c = self.file.conn
         with self.file.reading("the ages of table 'objects'"):
-            for batch in _chunks(ids):
+            for batch in batched(ids):
                 marks = ",".join("?" * len(batch))
                 for raw, mtime in c.execute(f"SELECT id, mtime FROM objects WHERE id IN ({marks})", batch):
                     if is_number(mtime):
@@ -484,7 +123,7 @@ class SqliteObjectStore:
     def delete_many(self, ids: Iterable[ObjectId]) -> int:
         removed = 0
         with self.file.transaction() as c:
-            for batch in _chunks(ids):
+            for batch in batched(ids):
                 marks = ",".join("?" * len(batch))
                 removed += c.execute(f"DELETE FROM objects WHERE id IN ({marks})", batch).rowcount
         return removed
@@ -500,12 +139,17 @@ class SqliteObjectStore:
             # Files that hold dictionary frames need a snapvc that reads them.
             c.execute("UPDATE meta SET value = ? WHERE key = 'format' AND CAST(value AS INTEGER) < ?",
                       (str(DICTIONARY_FORMAT), DICTIONARY_FORMAT))
-            return c.execute("INSERT INTO dictionaries (data) VALUES (?)", (data,)).lastrowid  # type: ignore[return-value]
+            number = c.execute("INSERT INTO dictionaries (data) VALUES (?)", (data,)).lastrowid
+        assert number is not None  # an INSERT into a rowid table always sets it
+        return number
 
     def sizes(self) -> StoreSizes:
         with self.file.reading("table 'objects'"):
             count, total = self.file.conn.execute("SELECT count(*), coalesce(sum(length(data)), 0) FROM objects").fetchone()
         return StoreSizes(objects=count, stored_bytes=total)
+
+    def refresh(self) -> None:
+        raise unsupported(self, "refresh")
 
     def close(self) -> None:
         pass

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 from snapvc.errors import InvalidRefNameError
 from snapvc.ids import ID_SIZE, ObjectId
-from snapvc.refs.base import ReflogEntry, _as_id, _check_symbolic
+from snapvc.refs.base import ReflogEntry, check_symbolic_ref, ref_target
 from snapvc.refs.names import check_full_ref_name
-from snapvc.backends.sqlite.objects import SqliteFile, is_number, wrong
+from snapvc.backends.sqlite.file import SqliteFile, is_number, wrong
 
 __all__ = ["SqliteRefStore"]
 
@@ -89,7 +89,7 @@ class SqliteRefStore:
         # Names sort by code point in SQLite (UTF-8, binary) as in Python, so the names
         # with the prefix are one run starting at the prefix. A row whose name is not
         # text has no name to match: only the listing of every ref (fsck, gc) sees it.
-        query = "SELECT rowid, name, target FROM refs WHERE name >= ? ORDER BY name", (prefix,)
+        query: tuple[str, tuple[str, ...]] = "SELECT rowid, name, target FROM refs WHERE name >= ? ORDER BY name", (prefix,)
         if not prefix:
             query = "SELECT rowid, name, target FROM refs ORDER BY name", ()
         with self.file.reading("table 'refs'"):
@@ -111,8 +111,8 @@ class SqliteRefStore:
 
     def compare_and_swap(self, name: str, expected: ObjectId | None, new: ObjectId | None, reason: str) -> bool:
         check_full_ref_name(name)
-        expected = _as_id(expected, "expected")
-        new = _as_id(new, "new")
+        expected = ref_target(expected, "expected")
+        new = ref_target(new, "new")
         with self.file.transaction() as c:
             row = c.execute("SELECT target FROM refs WHERE name = ?", (name,)).fetchone()
             if (None if row is None else self._target(name, row[0])) != expected:
@@ -188,7 +188,7 @@ class SqliteRefStore:
         return row[0]  # type: ignore[no-any-return]
 
     def set_symbolic(self, name: str, target: str) -> None:
-        _check_symbolic(name, target)
+        check_symbolic_ref(name, target)
         with self.file.transaction() as c:
             row = c.execute("SELECT target FROM refs WHERE name = ?", (name,)).fetchone()
             if row is not None:

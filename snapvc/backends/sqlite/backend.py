@@ -1,0 +1,120 @@
+"""The embedded default backend: one SQLite file (``snapvc.backends.sqlite.file``) holding
+objects, refs and reflog, the commit index and the repository's settings."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from snapvc.backends.base import Backend, IdMap
+from snapvc.backends.sqlite.commit_index import SqliteCommitIndex
+from snapvc.backends.sqlite.file import BATCH, SqliteFile, wrong
+from snapvc.backends.sqlite.objects import SqliteObjectStore
+from snapvc.backends.sqlite.refs import SqliteRefStore
+from snapvc.errors import InvalidArgumentError, RepositoryError
+
+__all__ = ["SqliteBackend", "SqliteIdMap", "open_sqlite_backend"]
+
+# An id map's name becomes a table name: nothing that could be SQL.
+_TABLE_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+class SqliteIdMap:
+    """An ``IdMap`` in table ``name (id BLOB PRIMARY KEY, sha BLOB NOT NULL)`` of the file
+    (``sha``: its first use, git export's map to git commit ids, named the column)."""
+
+    def __init__(self, file: SqliteFile, name: str) -> None:
+        if not _TABLE_NAME.fullmatch(name):
+            raise InvalidArgumentError("name", f"an id map's name is a lowercase identifier, not {name!r}")
+        self.file = file
+        self.table = name
+        with file.transaction() as c:
+            c.execute(f"CREATE TABLE IF NOT EXISTS {name} (id BLOB PRIMARY KEY, sha BLOB NOT NULL)")
+
+    def get_many(self, ids: Sequence[bytes]) -> dict[bytes, bytes]:
+        found: dict[bytes, bytes] = {}
+        with self.file.reading(f"table {self.table!r}"):
+            for start in range(0, len(ids), BATCH):
+                batch = list(ids[start : start + BATCH])
+                rows = self.file.conn.execute(
+                    f"SELECT id, sha FROM {self.table} WHERE id IN ({','.join('?' * len(batch))})", batch).fetchall()
+                found.update((bytes(i), bytes(s)) for i, s in rows)
+        return found
+
+    def put_many(self, pairs: Mapping[bytes, bytes]) -> None:
+        with self.file.transaction() as c:
+            # Values are a function of the id (git export: per layout version, which names
+            # the table), so a row replaced holds the same value, never another.
+            c.executemany(f"INSERT OR REPLACE INTO {self.table} (id, sha) VALUES (?, ?)", list(pairs.items()))
+
+
+class SqliteBackend(Backend):
+    """A ``Backend`` in one SQLite file: a transaction is one SQLite write transaction;
+    the gc epoch and the settings are rows of table ``meta``."""
+
+    def __init__(self, location: str, file: SqliteFile, clock: Callable[[], float] = time.time) -> None:
+        super().__init__(location, SqliteObjectStore(file, clock), SqliteRefStore(file, clock),
+                         SqliteCommitIndex(file, clock))
+        self.file = file
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self.file.transaction():
+            yield
+
+    def gc_epoch(self) -> int:
+        stored = self.file.get_meta("gc_epoch")
+        if stored is not None and not (type(stored) is str and stored.isascii() and stored.isdigit()):
+            # Guessing would let a writer keep caches that may name deleted objects.
+            raise self.file.damaged({"table 'meta' key 'gc_epoch'": f"it {wrong(stored)}, not a count of sweeps"})
+        return int(stored or 0)
+
+    def bump_gc_epoch(self) -> None:
+        self.file.set_meta("gc_epoch", str(self.gc_epoch() + 1))
+
+    def get_setting(self, key: str) -> str | None:
+        return self.file.get_meta(f"setting:{key}")
+
+    def set_setting(self, key: str, value: str) -> None:
+        self.file.set_meta(f"setting:{key}", value)
+
+    @property
+    def durability(self) -> str:
+        return self.file.durability
+
+    def set_durability(self, durability: str) -> None:
+        self.file.set_durability(durability)
+
+    def id_map(self, name: str) -> IdMap:
+        """The ``IdMap`` called ``name``, kept in the file as a table of that name."""
+        return SqliteIdMap(self.file, name)
+
+    def integrity_problems(self) -> list[str]:
+        """SQLite's own check of the file (b-trees, pages, indexes): what it reports, up
+        to 20 problems; a check that cannot run is one problem."""
+        path = str(self.file.path)
+        try:
+            with self.file.lock:
+                rows = [r[0] for r in self.file.conn.execute("PRAGMA integrity_check(20)")]
+        except (sqlite3.Error, RepositoryError) as exc:
+            return [f"SQLite's integrity check of {path!r} failed: {exc}"]
+        return [] if rows == ["ok"] else [f"SQLite's integrity check of {path!r}: {row}" for row in rows]
+
+    def close(self) -> None:
+        super().close()
+        self.file.close()
+
+
+def open_sqlite_backend(path: str, *, create: bool = True, durability: str = "normal",
+                        clock: Callable[[], float] | None = None) -> SqliteBackend:
+    """The repository in the SQLite file at ``path`` (created unless ``create`` is False)."""
+    file = SqliteFile(Path(path), create=create, durability=durability)
+    try:
+        return SqliteBackend(path, file, clock or time.time)
+    except BaseException:
+        file.close()
+        raise
