@@ -32,12 +32,11 @@ import uuid
 from decimal import Decimal
 from typing import Any, Final
 
-import msgpack
 
 from snapvc.encoding.adapters import adapter_for_name, adapter_for_value
 from snapvc.encoding.reader import MapView, SeqView
-from snapvc.encoding.values import INT_LIMIT, INT_MIN, decode_inline, ext_payload_for, new_packer
-from snapvc.encoding.writer import MAX_DEPTH
+from snapvc.encoding.values import INT_LIMIT, INT_MIN, decode_inline, ext_encoding, new_packer
+from snapvc.encoding.values import MAX_DEPTH
 from snapvc.errors import MalformedJsonError, SnapvcError, UnsupportedValueError
 
 __all__ = ["SCALAR_TYPES", "TAG", "from_jsonable", "to_jsonable"]
@@ -99,9 +98,7 @@ def _to_jsonable(v: Any, where: str, depth: int) -> Any:
 
 def _ext(v: Any) -> dict[str, str]:
     """A scalar in snapvc's own inline encoding (a msgpack extension type), as base64."""
-    pack = new_packer().pack
-    code, data = ext_payload_for(v, pack)  # type: ignore[misc]
-    return {TAG: "value", "msgpack": base64.b64encode(pack(msgpack.ExtType(code, data))).decode("ascii")}
+    return {TAG: "value", "msgpack": base64.b64encode(ext_encoding(v, new_packer().pack)).decode("ascii")}
 
 
 def from_jsonable(j: Any, where: str = "state") -> Any:

@@ -19,7 +19,11 @@ TEXT      n > 0  ``[tag, n, [child ids], [bytes below]]``
 
 ``tag`` says what the container is: MAP 0 = dict, or the type name of a typed value
 (dataclass, pydantic model, registered type); SEQ 0 = list, 1 = tuple; TEXT 0 = str
-(UTF-8), 1 = bytes. Keys of a map leaf are in code point order.
+(UTF-8), 1 = bytes (the ``TAG_*`` constants). Keys of a map leaf are in code point order.
+
+Code above the encoding layer (an integration reading stored values its own way) reads
+a node with ``read_node``: a ``StoredNode`` names what the node holds, so no caller
+indexes the payload arrays of the table or compares tag numbers.
 """
 
 from __future__ import annotations
@@ -34,7 +38,16 @@ from snapvc.errors import CorruptObjectError, FormatVersionError, InvalidObjectI
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, KIND_NAMES, MAP, SEQ, TEXT, split_object
 
-__all__ = ["leaf_payload", "inner_payload", "decode_node", "children_of", "seq_leaf_encodings", "map_leaf_encodings"]
+__all__ = ["leaf_payload", "inner_payload", "decode_node", "children_of", "seq_leaf_encodings", "map_leaf_encodings",
+           "read_node", "StoredNode", "TAG_DICT", "TAG_LIST", "TAG_TUPLE", "TAG_STR", "TAG_BYTES"]
+
+# The container type tags of node payloads (see the table above). A MAP's tag is
+# ``TAG_DICT`` or the type name of a typed value.
+TAG_DICT: Final = 0
+TAG_LIST: Final = 0
+TAG_TUPLE: Final = 1
+TAG_STR: Final = 0
+TAG_BYTES: Final = 1
 
 _BIN32: Final = b"\xc4\x20"  # msgpack bin 8 header for 32 bytes: a stored reference
 _ZERO: Final = b"\x00"
@@ -135,7 +148,8 @@ def decode_node(oid: bytes, data: bytes, *, rebuild_types: bool = True) -> tuple
 def children_of(kind: int, node: list[Any]) -> list[bytes]:
     """The ids a decoded node refers to."""
     if node[1]:
-        return node[3] if kind == MAP else node[2]
+        children: list[bytes] = node[3] if kind == MAP else node[2]
+        return children
     values = node[2]
     return [values[i] for i in (node[4] if kind == TEXT else node[3])]
 
@@ -199,3 +213,82 @@ def map_leaf_encodings(oid: bytes, data: bytes) -> list[tuple[str, bytes, bytes]
     except Exception as exc:
         raise CorruptObjectError(ObjectId(oid), f"cannot read the entries of a MAP leaf: {exc}") from None
     return out
+
+
+class StoredNode:
+    """What one stored object of a value holds, by name (``read_node`` makes it).
+
+    - ``kind``: ``MAP``, ``SEQ``, ``TEXT`` or ``BLOB`` (``snapvc.objects``); ``level``: 0
+      for a leaf (and a BLOB), else the node's height above its leaves.
+    - ``value_type``: what the value stored from this node is: ``"dict"``, ``"typed"`` (a
+      typed value: ``typed_name`` is its registered type name), ``"list"``, ``"tuple"``,
+      ``"str"``, ``"bytes"``, or ``"blob"`` (a chunk of a long str or bytes).
+    - a leaf: ``entries`` (a MAP leaf's ``{key: value}``, a SEQ leaf's values, a TEXT leaf's
+      pieces, in order) and ``refs``, the keys (MAP) or positions (SEQ, TEXT) whose entry
+      is not the value itself but the id of the object it is stored as.
+    - an inner node: ``children`` (child ids in order), ``counts`` (the entries, or for
+      TEXT the bytes, below each child) and, for a MAP, ``first_keys`` (each child's
+      first key: a key is looked up in the last child whose first key is at most it).
+    - a BLOB: ``data``, its bytes.
+    """
+
+    __slots__ = ("id", "kind", "level", "value_type", "typed_name", "entries", "refs", "children", "counts",
+                 "first_keys", "data")
+
+    def __init__(self, oid: bytes, kind: int, payload: Any) -> None:
+        self.id = oid
+        self.kind = kind
+        self.typed_name: str | None = None
+        self.entries: Any = None
+        self.refs: frozenset[Any] = frozenset()
+        self.children: list[bytes] = []
+        self.counts: list[int] = []
+        self.first_keys: list[str] = []
+        self.data = b""
+        if kind == BLOB:
+            self.level = 0
+            self.value_type = "blob"
+            self.data = payload
+            return
+        tag, self.level = payload[0], payload[1]
+        if kind == MAP:
+            if tag == TAG_DICT:
+                self.value_type = "dict"
+            elif type(tag) is str:
+                self.value_type = "typed"
+                self.typed_name = tag
+            else:
+                raise CorruptObjectError(ObjectId(oid), f"a MAP node's type tag is {tag!r}, neither 0 nor a type name")
+        elif kind == SEQ:
+            self.value_type = "tuple" if tag == TAG_TUPLE else "list"
+        else:
+            self.value_type = "bytes" if tag == TAG_BYTES else "str"
+        fields = 5 if (kind == TEXT and not self.level) or (kind == MAP and self.level) else 4
+        if len(payload) != fields:
+            raise CorruptObjectError(ObjectId(oid), f"a {KIND_NAMES[kind]} node of level {self.level!r} has "
+                                                    f"{len(payload)} fields, not {fields}")
+        try:
+            if not self.level:
+                self.entries = payload[2]
+                self.refs = frozenset(payload[4] if kind == TEXT else payload[3])
+            elif kind == MAP:
+                self.first_keys, self.children, self.counts = payload[2], payload[3], payload[4]
+            else:
+                self.children, self.counts = payload[2], payload[3]
+        except TypeError as exc:  # not a list of keys or positions where the layout has one
+            raise CorruptObjectError(ObjectId(oid), f"cannot read {KIND_NAMES[kind]} node: {exc}") from None
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.level == 0
+
+    def __repr__(self) -> str:
+        return f"<StoredNode {ObjectId(self.id).short} {self.value_type} level {self.level}>"
+
+
+def read_node(oid: bytes, data: bytes) -> StoredNode:
+    """What the object ``oid`` (``data``, its canonical bytes, as a ``Loader`` fetches them)
+    holds: the public way to read a stored node. Inline typed values in a leaf's entries
+    are rebuilt as their classes; ``CorruptObjectError`` if the bytes are not a node."""
+    kind, payload = decode_node(oid, data)
+    return StoredNode(oid, kind, payload)

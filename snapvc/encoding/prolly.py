@@ -7,6 +7,15 @@ entry itself (its key for maps, its encoding for lists, the child id for inner n
 A node is also closed once it reaches ``MAX_NODE_BYTES``. Because of that, the same
 entries always give the same nodes, whatever the edit history, and an edit only rewrites
 the nodes it touches: ``plan_level`` reuses every old node whose entries are unchanged.
+
+The encoder (``snapvc.encoding.writer``) builds trees from a container's entries; the
+splicer (``snapvc.encoding.splice``) rebuilds a stored tree around a few edited entries.
+Both must cut exactly the same nodes, so both take from here, as their one seam: the
+levels' target sizes (``LEAF_TARGET_BYTES``, ``TARGET_NODE_BYTES``), ``cut_node``,
+``plan_level``, and the functions giving each kind of entry's boundary hash and size
+(``map_leaf_hash_size``, ``seq_leaf_hash_size``, ``text_leaf_hash_size``,
+``inner_hash_size``) and the value ``plan_level`` matches old nodes by (``first_key``,
+``whole_entry``).
 """
 
 from __future__ import annotations
@@ -18,10 +27,15 @@ from typing import Any, Final, NamedTuple
 
 from snapvc.encoding.values import REF_PREFIX
 
-__all__ = ["TARGET_NODE_BYTES", "MAX_NODE_BYTES", "NodeRec", "Level", "plan_level", "entry_hash", "common_prefix"]
+__all__ = ["TARGET_NODE_BYTES", "MAX_NODE_BYTES", "LEAF_TARGET_BYTES", "NodeRec", "Level", "plan_level", "cut_node",
+           "entry_hash", "common_prefix", "map_leaf_hash_size", "seq_leaf_hash_size", "text_leaf_hash_size",
+           "inner_hash_size", "first_key", "whole_entry"]
 
 TARGET_NODE_BYTES: Final = 512
 MAX_NODE_BYTES: Final = 16 * TARGET_NODE_BYTES
+# Leaves hold inline values (messages, say), inner nodes hold references: leaves are
+# larger, so a long list of small dicts is a few hundred objects, not one per element.
+LEAF_TARGET_BYTES: Final = 4096
 _MIX: Final = 0x9E3779B1
 
 
@@ -39,8 +53,48 @@ class NodeRec(NamedTuple):
 
 
 class Level(NamedTuple):
+    """One level of a tree: its entries (level 0: the container's; above: one per node
+    of the level below) and the nodes they are cut into."""
+
     entries: list[Any]
     nodes: list[NodeRec]
+
+
+# -- the entries, as the encoder and the splicer both cut them ----------------------------
+# A level's entries are: for a MAP leaf, (key encoding, value encoding); for a SEQ leaf,
+# the value encoding; for a TEXT leaf, (chunk reference, chunk length); for an inner node,
+# (first key encoding, child reference, count) under a MAP and (child reference, count)
+# otherwise. Each ``*_hash_size`` gives an entry's (boundary hash, size in bytes).
+
+
+def map_leaf_hash_size(entry: tuple[bytes, bytes]) -> tuple[int, int]:
+    """A MAP leaf entry's boundary depends on its key alone: a changed value keeps the cuts."""
+    k, v = entry
+    return entry_hash(k), len(k) + len(v)
+
+
+def seq_leaf_hash_size(entry: bytes) -> tuple[int, int]:
+    return entry_hash(entry), len(entry)
+
+
+def text_leaf_hash_size(entry: tuple[bytes, int]) -> tuple[int, int]:
+    return entry_hash(entry[0]), len(entry[0]) + 4
+
+
+def inner_hash_size(entry: tuple[Any, ...]) -> tuple[int, int]:
+    """An inner entry's boundary depends on its child's reference."""
+    ref = entry[-2]
+    return entry_hash(ref), len(ref) + 4 + (len(entry[0]) if len(entry) == 3 else 0)
+
+
+def first_key(entry: tuple[Any, ...]) -> Any:
+    """What ``plan_level`` matches a MAP level's old nodes by: the first entry's key."""
+    return entry[0]
+
+
+def whole_entry(entry: Any) -> Any:
+    """What ``plan_level`` matches a SEQ or TEXT level's old nodes by: the first entry."""
+    return entry
 
 
 def entry_hash(enc: bytes) -> int:
@@ -116,13 +170,13 @@ def plan_level(
                     out.append(NodeRec(i, i + length, cand.closed, cand.ref, cand.total, cand.first))
                     i += length
                     continue
-        j, closed = _cut(entries, i, hash_size, target, cap)
+        j, closed = cut_node(entries, i, hash_size, target, cap)
         out.append((i, j, closed))
         i = j
     return out
 
 
-def _cut(entries: list[Any], i: int, hash_size: Callable[[Any], tuple[int, int]], target: int,
+def cut_node(entries: list[Any], i: int, hash_size: Callable[[Any], tuple[int, int]], target: int,
          cap: int) -> tuple[int, bool]:
     """``(end, closed)`` of the node that starts at entry ``i``: it ends after the first
     entry whose hash falls below its share of ``target``, or once it holds ``cap`` bytes
@@ -169,7 +223,7 @@ def _plan_changed(
             k = reuse
             continue
         while True:  # cut anew until a boundary falls where an old node began
-            j, closed = _cut(entries, i, hash_size, target, cap)
+            j, closed = cut_node(entries, i, hash_size, target, cap)
             out.append((i, j, closed))
             i = j
             if j == n:

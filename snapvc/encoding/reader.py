@@ -17,15 +17,12 @@ from threading import Lock
 from typing import Any, NamedTuple, overload
 
 from snapvc.encoding.adapters import adapter_for_name
-from snapvc.encoding.nodes import children_of, decode_node
+from snapvc.encoding.nodes import TAG_DICT, TAG_STR, TAG_TUPLE, children_of, decode_node
 from snapvc.errors import CorruptObjectError, InvalidObjectIdError, ObjectNotFoundError, PathError, SnapvcError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
 
 __all__ = ["Loader", "MapView", "Part", "SeqView", "is_tuple", "node_parts", "tree_root"]
-
-TAG_TUPLE = 1
-TAG_STR = 0
 
 
 class Part(NamedTuple):
@@ -191,7 +188,7 @@ class _Builder:
         if kind == MAP:
             out = self._map_into(node, {})
             tag = node[0]
-            return out if tag == 0 else adapter_for_name(tag).from_fields(out)
+            return out if tag == TAG_DICT else adapter_for_name(tag).from_fields(out)
         if kind == SEQ:
             items: list[Any] = []
             self._seq_into(node, items)
@@ -214,7 +211,8 @@ class _Builder:
             for key in node[3]:
                 values[key] = self.build(values[key])
             if not out:
-                return values  # a fresh dict from the decoder: no copy needed
+                fresh: dict[str, Any] = values  # a fresh dict from the decoder: no copy needed
+                return fresh
             out.update(values)
         else:
             for child in node[3]:
@@ -284,7 +282,8 @@ class MapView(Mapping[str, Any]):
 
     def to_dict(self) -> dict[str, Any]:
         """The whole map as a fresh dict."""
-        return self._loader.materialize(self.id)
+        value: dict[str, Any] = self._loader.materialize(self.id)
+        return value
 
     @property
     def loader(self) -> Loader:
@@ -337,7 +336,8 @@ class SeqView(Sequence[Any]):
         return self._loader.view(value) if index in node[3] else value
 
     def to_list(self) -> list[Any] | tuple[Any, ...]:
-        return self._loader.materialize(self.id)
+        value: list[Any] | tuple[Any, ...] = self._loader.materialize(self.id)
+        return value
 
     @property
     def loader(self) -> Loader:

@@ -7,7 +7,7 @@ encode the whole state again (storing nothing new, but walking every message). T
 ``Seeder`` walks the value alongside the objects it was read from and gives the cache
 (``EncodeCache.seed``) an entry for each container stored as an object of its own and
 each long string: its reference, its elements' encodings cut from the leaves, its tree,
-and a flat snapshot of everything below it (``_Deep.of``). Those entries are then
+and a flat snapshot of everything below it (``DeepSnapshot.of``). Those entries are then
 checked exactly as the ones of containers the encoder encoded itself: by identity, so a
 value changed in place after the checkout is seen and stored.
 
@@ -26,25 +26,17 @@ from operator import methodcaller, not_
 from typing import Any
 
 from snapvc.encoding.adapters import adapter_for_value
-from snapvc.encoding.nodes import decode_node, map_leaf_encodings, seq_leaf_encodings
+from snapvc.encoding.cache import IMMUTABLE_TYPES, MUTABLE_CONTAINERS, CacheEntry, DeepSnapshot, EncodeCache
+from snapvc.encoding.nodes import TAG_DICT, TAG_TUPLE, decode_node, map_leaf_encodings, seq_leaf_encodings
 from snapvc.encoding.prolly import Level, NodeRec
 from snapvc.encoding.reader import Loader
 from snapvc.encoding.splice import inner_levels
 from snapvc.encoding.values import REF_PREFIX, new_packer
-from snapvc.encoding.writer import (
-    _IMMUTABLE,
-    _MUTABLE_CONTAINERS,
-    INLINE_STR_MAX,
-    SINGLE_NODE_ENTRIES,
-    EncodeCache,
-    _Deep,
-    _Entry,
-)
+from snapvc.encoding.writer import INLINE_STR_MAX, SINGLE_NODE_ENTRIES
 from snapvc.objects import MAP, SEQ
 
 __all__ = ["Seeder", "SEED_MAX_ENTRIES"]
 
-TAG_TUPLE = 1
 # A container of more entries than this is not taught (nor what is below it): cutting the
 # encodings of a million list elements from their leaves takes a few hundred milliseconds,
 # more than the checkout itself; the first commit after the load encodes it anew.
@@ -70,7 +62,7 @@ class Seeder:
         t = type(value)
         if t is str or t is bytes:
             if len(value) > INLINE_STR_MAX:  # never inline, whatever its UTF-8 length
-                self.cache.seed(value, _Entry(value, None, (), REF_PREFIX + oid, [], None, []), path, None)
+                self.cache.seed(value, CacheEntry(value, (), (), REF_PREFIX + oid, [], None, []), path, None)
             return
         if t is dict:
             self._container(oid, value, path, MAP, root)
@@ -80,7 +72,7 @@ class Seeder:
     def _container(self, oid: bytes, value: Any, path: tuple[Any, ...], kind: int, root: bool) -> None:
         raw = self.loader.fetch(oid)
         got_kind, node = decode_node(oid, raw, rebuild_types=False)
-        if got_kind != kind or node[0] != (TAG_TUPLE if type(value) is tuple else 0):
+        if got_kind != kind or node[0] != (TAG_TUPLE if type(value) is tuple else TAG_DICT):
             return
         if not root and node[1] == 0 and not node[3] and len(node[2]) <= SINGLE_NODE_ENTRIES:
             return  # the encoder would put it inline: let it
@@ -90,6 +82,8 @@ class Seeder:
         n = len(entries)
         if n != len(value):
             return
+        vals: tuple[Any, ...] | list[Any]
+        at: tuple[Any, ...] | range
         if kind == MAP:
             keys = tuple(value)
             if list(keys) != [k for k, _, _ in entries]:  # materialized in stored (code point) order
@@ -97,16 +91,17 @@ class Seeder:
             vals = tuple(value.values())
             pairs = levels[0].entries if levels is not None else [(kb, v) for _, kb, v in entries]
             encs = [v for _, _, v in entries]
+            at = keys
         else:
-            keys = None
+            keys = ()
             vals = list(value)
             pairs = entries
             encs = entries
+            at = range(n)
         # Found in C-speed passes: a list of strings has no element to visit in Python.
-        at = keys if keys is not None else range(n)
         kids = [(at[i], vals[i], encs[i]) for i in
-                compress(range(n), map(not_, map(_IMMUTABLE.__contains__, map(type, vals))))]
-        if any(type(v) not in _MUTABLE_CONTAINERS and adapter_for_value(v) is None for _, v, _ in kids):
+                compress(range(n), map(not_, map(IMMUTABLE_TYPES.__contains__, map(type, vals))))]
+        if any(type(v) not in MUTABLE_CONTAINERS and adapter_for_value(v) is None for _, v, _ in kids):
             return  # a value no state holds: left to the encoder, which names it
         refs = []
         if REF_PREFIX in b"".join(encs):
@@ -114,15 +109,15 @@ class Seeder:
                     compress(range(n), map(methodcaller("startswith", REF_PREFIX), encs))]
         # The root of a state is checked kid by kid (as the encoder does it): a flat
         # snapshot of the whole state would be copied at every commit.
-        deep = None if root else _Deep.of([v for _, v, _ in kids])
-        entry = _Entry(value, keys, vals, REF_PREFIX + oid, kids, levels, pairs)
-        if keys is not None:
+        deep = None if root else DeepSnapshot.of([v for _, v, _ in kids])
+        entry = CacheEntry(value, keys, vals, REF_PREFIX + oid, kids, levels, pairs)
+        if kind == MAP:
             entry.sorted_keys = keys
             entry.sorted_vals = vals
         entry.deep = deep
         self.cache.seed(value, entry, path, (levels, kind, node[0]))
-        for at, v, enc in refs:
-            self._seed(enc[len(REF_PREFIX):], v, (*path, at))
+        for step, v, enc in refs:
+            self._seed(enc[len(REF_PREFIX):], v, (*path, step))
 
     def _tree(self, kind: int, oid: bytes, raw: bytes, node: list[Any]) -> tuple[list[Level] | None, list[Any]]:
         """(levels as the encoder keeps them, or None for a single node; the level-0

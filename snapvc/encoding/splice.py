@@ -2,8 +2,8 @@
 
 Re-encoding a changed container needs all of its entries; a merge that changed two keys
 of a map of 20,000 would read every leaf for that. ``TreeSplicer`` builds the same tree
-(same ids: the tree is a function of the entries alone, see ``snapvc.encoding.prolly``)
-from the old one and the edits, reading its inner nodes and only the leaves around the
+(same ids: the tree is a function of the entries alone, and the encoder and the splicer
+cut it with the same functions, ``snapvc.encoding.prolly``) from the old one and the edits, reading its inner nodes and only the leaves around the
 edits:
 
 - leaves: from the first leaf holding an edit, the edited entries are cut into nodes
@@ -27,19 +27,23 @@ from typing import Any
 import msgpack
 
 from snapvc.encoding.nodes import decode_node, inner_payload, leaf_payload, map_leaf_encodings, seq_leaf_encodings
-from snapvc.encoding.prolly import MAX_NODE_BYTES, TARGET_NODE_BYTES, Level, NodeRec, _cut, plan_level
+from snapvc.encoding.prolly import (
+    LEAF_TARGET_BYTES,
+    MAX_NODE_BYTES,
+    TARGET_NODE_BYTES,
+    Level,
+    NodeRec,
+    cut_node,
+    first_key,
+    inner_hash_size,
+    map_leaf_hash_size,
+    plan_level,
+    seq_leaf_hash_size,
+    whole_entry,
+)
 from snapvc.encoding.reader import Loader, MapView, SeqView
 from snapvc.encoding.values import REF_PREFIX, new_packer
-from snapvc.encoding.writer import (
-    LEAF_TARGET_BYTES,
-    SINGLE_NODE_ENTRIES,
-    Encoder,
-    _first_key,
-    _identity,
-    _inner_hs,
-    _map_leaf_hs,
-    _seq_leaf_hs,
-)
+from snapvc.encoding.writer import SINGLE_NODE_ENTRIES, Encoder
 from snapvc.ids import ObjectId
 from snapvc.objects import MAP, SEQ, object_bytes
 
@@ -59,7 +63,7 @@ class TreeSplicer:
 
     def encode(self, value: Any) -> bytes:
         """A value's encoding inside its parent; its new objects join ``objects``."""
-        return self._encoder._encode(value)
+        return self._encoder.encode_value(value)
 
     def map(self, view: MapView, changes: dict[str, bytes | None]) -> MapView | None:
         """``view`` with each key of ``changes`` set to that encoding (``None``: removed),
@@ -84,7 +88,8 @@ class TreeSplicer:
                     merged[key] = (pack(key), enc)
             return [merged[key] for key in sorted(merged)]
 
-        return self._finish(MAP, levels, load, set(by_leaf), _map_leaf_hs, _first_key)
+        found = self._finish(MAP, levels, load, set(by_leaf), map_leaf_hash_size, first_key)
+        return MapView(self.loader, *found) if found is not None else None
 
     def seq(self, view: SeqView, edits: list[SeqEdit]) -> SeqView | None:
         """``view`` with ``edits`` applied (sorted, not overlapping, in old positions; an
@@ -125,7 +130,8 @@ class TreeSplicer:
                 out += inserts.get(total, ())
             return out
 
-        return self._finish(SEQ, levels, load, dirty, _seq_leaf_hs, _identity)
+        found = self._finish(SEQ, levels, load, dirty, seq_leaf_hash_size, whole_entry)
+        return SeqView(self.loader, *found) if found is not None else None
 
     # -- the tree ------------------------------------------------------------------------
 
@@ -143,8 +149,9 @@ class TreeSplicer:
         return _Skeleton(tag, levels, leaves)
 
     def _finish(self, kind: int, levels: _Skeleton, load: Callable[[int], list[Any]], dirty: set[int],
-                leaf_hs: Callable[[Any], tuple[int, int]], first_of: Callable[[Any], Any]) -> Any:
-        """Cut the leaves anew around the ``dirty`` ones, then plan the inner levels."""
+                leaf_hs: Callable[[Any], tuple[int, int]], first_of: Callable[[Any], Any]) -> tuple[ObjectId, Any] | None:
+        """Cut the leaves anew around the ``dirty`` ones, then plan the inner levels;
+        returns the new root's id and decoded node, or ``None`` (see ``map``)."""
         pack = self._pack
         tag = levels.tag
         leaves = levels.leaves
@@ -168,7 +175,7 @@ class TreeSplicer:
             k += 1
             at = 0
             while True:
-                end, closed = _cut(buf, at, leaf_hs, LEAF_TARGET_BYTES, cap)
+                end, closed = cut_node(buf, at, leaf_hs, LEAF_TARGET_BYTES, cap)
                 if end == len(buf) and not closed and k < n:
                     buf += load(k)  # the node runs on into the next leaf
                     k += 1
@@ -192,12 +199,12 @@ class TreeSplicer:
         while len(entries) > 1:
             old = levels.levels[level - 1] if level - 1 < len(levels.levels) else None
             nodes: list[NodeRec] = []
-            for item in plan_level(entries, _inner_hs, _first_key if kind == MAP else _identity, old,
+            for item in plan_level(entries, inner_hash_size, first_key if kind == MAP else whole_entry, old,
                                    TARGET_NODE_BYTES):
-                if type(item) is NodeRec:
+                if isinstance(item, NodeRec):
                     nodes.append(item)
                     continue
-                start, end, closed = item  # type: ignore[misc]
+                start, end, closed = item
                 chunk = entries[start:end]
                 ref = store(inner_payload(kind, tag, level, chunk, pack))
                 nodes.append(NodeRec(start, end, closed, ref, sum(c[-1] for c in chunk),
@@ -207,8 +214,7 @@ class TreeSplicer:
         root = ObjectId(entries[0][-2][len(REF_PREFIX):])
         self.objects.update(built)
         data = built.get(root)
-        node = decode_node(root, data if data is not None else self.loader.fetch(root))[1]
-        return MapView(self.loader, root, node) if kind == MAP else SeqView(self.loader, root, node)
+        return root, decode_node(root, data if data is not None else self.loader.fetch(root))[1]
 
 
 class _Skeleton:

@@ -28,13 +28,14 @@ from __future__ import annotations
 import datetime as _dt
 import uuid
 from decimal import Decimal
+from collections.abc import Callable
 from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 import msgpack
 
 from snapvc.encoding.adapters import adapter_for_name
-from snapvc.errors import FormatVersionError
+from snapvc.errors import FormatVersionError, UnsupportedValueError
 from snapvc.ids import ObjectId
 
 __all__ = [
@@ -47,6 +48,9 @@ __all__ = [
     "new_packer",
     "decode_inline",
     "ext_hook",
+    "MAX_DEPTH",
+    "SCALAR_EXT_TYPES",
+    "ext_encoding",
 ]
 
 EXT_REF: Final = 0
@@ -64,6 +68,12 @@ EXT_TYPED: Final = 9
 REF_PREFIX: Final = b"\xc7\x20\x00"
 INT_MIN: Final = -(1 << 63)
 INT_LIMIT: Final = 1 << 64
+# Containers nest at most this deep: deeper states are refused with an error naming the
+# path, so that no reader (checkout, diff, merge, JSON), recursive as each is, ever meets
+# Python's recursion limit (about 330 levels for a list diff at the top of the stack).
+MAX_DEPTH: Final = 100
+# The scalar types stored as extension types (an int only beyond 64 bits).
+SCALAR_EXT_TYPES: Final = (_dt.datetime, _dt.date, _dt.time, _dt.timedelta, uuid.UUID, Decimal)
 
 _ARRAY_SMALL = [bytes((0x90 | n,)) for n in range(16)]
 _MAP_SMALL = [bytes((0x80 | n,)) for n in range(16)]
@@ -121,6 +131,15 @@ def ext_payload_for(value: Any, pack: Any) -> tuple[int, bytes] | None:
     if t is Decimal:
         return EXT_DECIMAL, str(value).encode()
     return None
+
+
+def ext_encoding(value: Any, pack: Callable[[Any], bytes]) -> bytes:
+    """The inline encoding of a scalar stored as an extension type: an int beyond 64 bits
+    or one of ``SCALAR_EXT_TYPES`` (callers check the type first)."""
+    found = ext_payload_for(value, pack)
+    if found is None:
+        raise UnsupportedValueError("value", f"{type(value).__qualname__} is not a scalar stored as an extension type")
+    return pack(msgpack.ExtType(*found))
 
 
 def _with_zone(value: Any, key: str | None, fold: int) -> Any:

@@ -5,8 +5,8 @@ same root id, whatever the dict insertion order or edit history):
 
 - scalars, and str/bytes up to ``INLINE_STR_MAX`` bytes, are inline in their parent;
 - longer str/bytes become a TEXT object; beyond ``CHUNK_THRESHOLD`` bytes they are cut
-  into content-defined chunks (FastCDC), each a BLOB, so an edit in the middle of a long
-  document stores about one new chunk;
+  into content-defined chunks (``snapvc.encoding.chunker``), each a BLOB, so an edit in
+  the middle of a long document stores about one new chunk;
 - a dict, list or tuple whose encoding is at most ``INLINE_NODE_MAX`` bytes and holds no
   reference is inline; otherwise it is a MAP or SEQ object; beyond
   ``SINGLE_NODE_ENTRIES`` entries or ``SINGLE_NODE_MAX_BYTES`` bytes it is a prolly tree
@@ -14,7 +14,7 @@ same root id, whatever the dict insertion order or edit history):
 
 Commit cost follows what changed. The encoder keeps, per container object it has seen,
 a shallow snapshot of its contents (which objects it held, by identity) and what it
-encoded to. When the next state holds the same container with the same contents, its
+encoded to (its ``CacheEntry`` in the ``EncodeCache``, ``snapvc.encoding.cache``). When the next state holds the same container with the same contents, its
 encoding is reused without re-serializing or re-hashing anything below it; a changed
 list or map re-encodes only its changed entries and rebuilds only the tree nodes they
 touch. Containers mutated in place are detected by the snapshot check, so reuse is
@@ -24,43 +24,48 @@ dirty paths; everything off them is then trusted unchanged (``Encoder.encode_roo
 Three more sources of reuse, each checked the same way: a new container at a path where
 a large one was encoded last time takes over its entry (a state rebuilt at every step,
 ``Encoder._adopt``); dataclasses and pydantic models are snapshotted by what they hold
-(``_Deep.add_object``); and a state just loaded is taught to the cache by
+(``DeepSnapshot.add_object``); and a state just loaded is taught to the cache by
 ``snapvc.encoding.seed``, so the first commit after a checkout costs the change.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import uuid
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
-from decimal import Decimal
-from gc import get_referents
-from itertools import chain, compress, count
+from itertools import compress, count
 from operator import is_, is_not
 from typing import Any, Final
 
 import msgpack
-from pyfastcdc import FastCDC
 
-from snapvc.encoding.adapters import adapter_for_value
-from snapvc.encoding.nodes import inner_payload, leaf_payload
-from snapvc.encoding.reader import Loader, MapView, SeqView
+from snapvc.encoding.adapters import TypeAdapter, adapter_for_value
+from snapvc.encoding.cache import ADOPT_MIN, IMMUTABLE_TYPES, MUTABLE_CONTAINERS, CacheEntry, DeepSnapshot, EncodeCache
+from snapvc.encoding.chunker import CHUNK_THRESHOLD, chunk_spans
+from snapvc.encoding.nodes import TAG_BYTES, TAG_DICT, TAG_LIST, TAG_STR, TAG_TUPLE, inner_payload, leaf_payload
 from snapvc.encoding.prolly import (
+    LEAF_TARGET_BYTES,
     TARGET_NODE_BYTES,
     Level,
     NodeRec,
-    entry_hash,
+    first_key,
+    inner_hash_size,
+    map_leaf_hash_size,
     plan_level,
+    seq_leaf_hash_size,
+    text_leaf_hash_size,
+    whole_entry,
 )
+from snapvc.encoding.reader import Loader, MapView, SeqView
 from snapvc.encoding.values import (
     EXT_TUPLE,
     EXT_TYPED,
     INT_LIMIT,
     INT_MIN,
+    MAX_DEPTH,
     REF_PREFIX,
+    SCALAR_EXT_TYPES,
     array_header,
-    ext_payload_for,
+    ext_encoding,
     map_header,
     new_packer,
 )
@@ -68,378 +73,19 @@ from snapvc.errors import UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT, object_bytes
 
-__all__ = ["Encoder", "EncodeCache", "element_encoder", "INLINE_STR_MAX", "CHUNK_THRESHOLD", "INLINE_NODE_MAX", "SINGLE_NODE_ENTRIES", "MAX_DEPTH"]
+# The encode cache, the chunker's threshold, the tags and ``MAX_DEPTH`` live in their own
+# modules; they are named here too, where callers have always imported them from.
+__all__ = ["Encoder", "EncodeCache", "element_encoder", "INLINE_STR_MAX", "CHUNK_THRESHOLD", "INLINE_NODE_MAX",
+           "SINGLE_NODE_ENTRIES", "MAX_DEPTH", "LEAF_TARGET_BYTES", "TAG_DICT", "TAG_LIST", "TAG_TUPLE", "TAG_STR",
+           "TAG_BYTES"]
 
 INLINE_STR_MAX: Final = 2048
-# Containers nest at most this deep: deeper states are refused with an error naming the
-# path, so that no reader (checkout, diff, merge, JSON), recursive as each is, ever meets
-# Python's recursion limit (about 330 levels for a list diff at the top of the stack).
-MAX_DEPTH: Final = 100
-CHUNK_THRESHOLD: Final = 8192
 INLINE_NODE_MAX: Final = 2048
-# Leaves hold inline values (messages, say), inner nodes hold references: leaves are
-# larger, so a long list of small dicts is a few hundred objects, not one per element.
-LEAF_TARGET_BYTES: Final = 4096
 SINGLE_NODE_MAX_BYTES: Final = 2 * LEAF_TARGET_BYTES
 SINGLE_NODE_ENTRIES: Final = 64
-CDC_AVG: Final = 4096
 
-# Container type tags stored in node payloads.
-TAG_DICT: Final = 0
-TAG_LIST: Final = 0
-TAG_TUPLE: Final = 1
-TAG_STR: Final = 0
-TAG_BYTES: Final = 1
-
-_chunker = FastCDC(avg_size=CDC_AVG)
-_SCALAR_EXT_TYPES = (_dt.datetime, _dt.date, _dt.time, _dt.timedelta, uuid.UUID, Decimal)
-_NAN_ENC: Final = msgpack.packb(float("nan"))
-_runs = count(1)
-
-
-class _Deep:
-    """A flat snapshot of every mutable container below a container: which objects each
-    held, by identity. Checking it is a few C-speed passes, so a list of a thousand
-    message dicts is confirmed unchanged without visiting each in Python.
-
-    Typed values whose fields are their own attributes (dataclasses, pydantic models:
-    ``TypeAdapter.own_fields``) are recorded too, as the objects they hold (their
-    ``__dict__``, slots and class), with the contents of that ``__dict__`` and of the
-    sets and dicts in their slots (a pydantic model's fields set, extra and private)."""
-
-    __slots__ = ("dicts", "dlens", "keys", "vals", "seqs", "slens", "items", "objs", "olens", "orefs")
-
-    def __init__(self) -> None:
-        self.dicts: list[dict[str, Any]] = []
-        self.dlens: list[int] = []
-        self.keys: list[Any] = []
-        self.vals: list[Any] = []
-        self.seqs: list[Any] = []  # lists, tuples, and the sets typed values hold
-        self.slens: list[int] = []
-        self.items: list[Any] = []
-        self.objs: list[Any] = []  # typed values
-        self.olens: list[int] = []
-        self.orefs: list[Any] = []
-
-    def add(self, child: Any, below: _Deep) -> None:
-        """Record ``child`` (a dict, list or tuple, or a typed value whose own snapshot,
-        ``below``, records it) and everything below it."""
-        t = type(child)
-        if t is dict:
-            self._add_dict(child)
-        elif t is list or t is tuple:
-            self._add_seq(child)
-        if below.dicts or below.seqs or below.objs:
-            self.add_all(below)
-
-    def _add_dict(self, d: dict[Any, Any]) -> None:
-        self.dicts.append(d)
-        self.dlens.append(len(d))
-        self.keys.extend(d)
-        self.vals.extend(get_referents(d))
-
-    def _add_seq(self, s: Any) -> None:
-        self.seqs.append(s)
-        self.slens.append(len(s))
-        self.items.extend(get_referents(s))
-
-    def add_object(self, obj: Any) -> None:
-        """Record a typed value whose fields are its own attributes (see the class notes)."""
-        getattr(obj, "__dict__", None)  # an instance dict made now is checked key by key from here on
-        refs = get_referents(obj)
-        self.objs.append(obj)
-        self.olens.append(len(refs))
-        self.orefs.extend(refs)
-        for held in refs:
-            t = type(held)
-            if t is dict:
-                self._add_dict(held)
-            elif t is set or t is frozenset:
-                self._add_seq(held)
-
-    @classmethod
-    def of(cls, values: list[Any]) -> _Deep | None:
-        """The snapshot of ``values`` and everything below them, found a level at a time
-        in C-speed passes (``gc.get_referents``): what a loaded state is checked with.
-        None if something below is a typed value that cannot be snapshotted (its adapter
-        computes its fields), or if it nests deeper than a state may (a cycle)."""
-        deep = cls()
-        frontier = [v for v in values if type(v) not in _IMMUTABLE]
-        for _ in range(MAX_DEPTH + 2):
-            if not frontier:
-                return deep
-            plain = [v for v in frontier if type(v) in _MUTABLE_CONTAINERS]
-            below = []
-            if len(plain) < len(frontier):  # typed values: what they hold, then their fields
-                for v in frontier:
-                    if type(v) in _MUTABLE_CONTAINERS:
-                        continue
-                    adapter = adapter_for_value(v)
-                    if adapter is None or not adapter.own_fields:
-                        return None
-                    deep.add_object(v)
-                    for held in get_referents(v):
-                        t = type(held)
-                        if t is dict:
-                            below += get_referents(held)
-                        elif not (t is set or t is frozenset or isinstance(held, type)):
-                            below.append(held)  # a slot's value
-            dicts = [v for v in plain if type(v) is dict]
-            seqs = [v for v in plain if type(v) is not dict]
-            deep.dicts += dicts
-            deep.dlens += map(len, dicts)
-            deep.keys += chain.from_iterable(dicts)
-            deep.vals += get_referents(*dicts)
-            deep.seqs += seqs
-            deep.slens += map(len, seqs)
-            deep.items += get_referents(*seqs)
-            below += get_referents(*plain)
-            frontier = [v for v in below if type(v) not in _IMMUTABLE]
-        return None
-
-    def add_all(self, other: _Deep) -> None:
-        self.dicts += other.dicts
-        self.dlens += other.dlens
-        self.keys += other.keys
-        self.vals += other.vals
-        self.seqs += other.seqs
-        self.slens += other.slens
-        self.items += other.items
-        if other.objs:
-            self.objs += other.objs
-            self.olens += other.olens
-            self.orefs += other.orefs
-
-    def sizes(self) -> tuple[int, ...]:
-        return len(self.dicts), len(self.keys), len(self.seqs), len(self.items), len(self.objs), len(self.orefs)
-
-    def truncate(self, sizes: tuple[int, ...]) -> None:
-        nd, nk, ns, ni, no, nr = sizes
-        del self.dicts[nd:], self.dlens[nd:], self.keys[nk:], self.vals[nk:]
-        del self.seqs[ns:], self.slens[ns:], self.items[ni:]
-        del self.objs[no:], self.olens[no:], self.orefs[nr:]
-
-    def same(self) -> bool:
-        """True if every recorded container still holds exactly the recorded objects.
-
-        ``gc.get_referents`` lists what containers hold (a dict's values, a list's items,
-        a typed value's attributes) in one C call; identity is then checked element by
-        element. Keys are str (anything else fails to encode), and str equality is exact."""
-        return (
-            list(map(len, self.seqs)) == self.slens
-            and list(map(len, self.dicts)) == self.dlens
-            and all(map(is_, get_referents(*self.seqs), self.items))
-            and list(chain.from_iterable(self.dicts)) == self.keys
-            and all(map(is_, get_referents(*self.dicts), self.vals))
-            and (not self.objs or (
-                list(map(len, map(get_referents, self.objs))) == self.olens
-                and all(map(is_, get_referents(*self.objs), self.orefs))))
-        )
-
-
-
-class _Entry:
-    """What the encoder remembers of one container object between commits."""
-
-    __slots__ = ("obj", "keys", "vals", "enc", "kids", "tree", "entries", "sorted_keys", "sorted_vals", "deep", "gen",
-                 "positions", "insertion")
-
-    def __init__(self, obj: Any, keys: tuple[Any, ...] | None, vals: Any, enc: bytes,
-                 kids: list[tuple[Any, Any, bytes]], tree: list[Level] | None, entries: list[Any]) -> None:
-        self.obj = obj
-        self.keys = keys
-        self.vals = vals
-        self.enc = enc
-        self.kids = kids  # (key or index, child container, its encoding) for every mutable child
-        self.tree = tree  # the prolly levels, for containers large enough to be trees
-        self.entries = entries  # the level-0 entries of the container
-        self.sorted_keys: tuple[str, ...] = ()  # dicts: keys in entry order
-        self.sorted_vals: tuple[Any, ...] = ()  # dicts: values in entry order
-        self.deep: _Deep | None = None  # None when something below cannot be snapshotted (typed values)
-        self.gen = 0  # the encoder run that last confirmed this entry
-        self.positions: dict[str, int] | None = None  # dicts: key -> index in entry order, made on demand
-        self.insertion: dict[str, int] | None = None  # dicts: key -> index in ``keys``, made on demand
-
-
-class EncodeCache:
-    """Remembered encodings of the containers of the last committed state (per branch).
-
-    Entries are keyed by ``id(obj)`` and hold a strong reference to ``obj``, so an id is
-    never reused while its entry lives. ``commit()`` keeps what the last encoding used;
-    ``discard()`` forgets what a failed commit added, so the cache never points at
-    objects that were not stored.
-    """
-
-    def __init__(self) -> None:
-        self.old: dict[int, Any] = {}
-        self.new: dict[int, Any] = {}
-        # the entries of the state loaded last (``seed``), until the next commit: kept
-        # apart, so that checking out many states does not keep them all
-        self.loaded: dict[int, Any] = {}
-        self._undo: list[Callable[[], None]] = []
-        # path in the state -> (tree, reference, kind, type tag) of the node stored there
-        self.old_paths: dict[tuple[Any, ...], tuple[Any, Any, int, Any]] = {}
-        self.new_paths: dict[tuple[Any, ...], tuple[Any, Any, int, Any]] = {}
-        # path in the state -> (start offsets, references) of a long string's chunks
-        self.old_chunks: dict[tuple[Any, ...], tuple[list[int], list[bytes]]] = {}
-        self.new_chunks: dict[tuple[Any, ...], tuple[list[int], list[bytes]]] = {}
-        # path in the state -> the entry of the large container last encoded there: a new
-        # container at the same path (a state rebuilt each step) takes it over (``Encoder._adopt``)
-        self.old_at: dict[tuple[Any, ...], _Entry] = {}
-        self.new_at: dict[tuple[Any, ...], _Entry] = {}
-
-    def get(self, obj: Any) -> Any:
-        key = id(obj)
-        e = self.new.get(key)
-        if e is None:
-            e = self.old.get(key)
-            if e is None or e.obj is not obj:
-                e = self.loaded.get(key)
-                if e is None or e.obj is not obj:
-                    return None
-            self.new[key] = e
-        elif e.obj is not obj:
-            return None
-        return e
-
-    def put(self, obj: Any, entry: Any) -> None:
-        self.new[id(obj)] = entry
-
-    def move(self, entry: _Entry, obj: Any) -> None:
-        """Make ``entry`` describe ``obj`` from now on, no longer the object it held (undone
-        if the commit fails)."""
-        before = entry.obj
-        key = id(before)
-        owned = [d for d in (self.old, self.new, self.loaded) if d.get(key) is entry]
-        for d in owned:
-            del d[key]
-        entry.obj = obj
-        self.new[id(obj)] = entry
-
-        def undo() -> None:
-            entry.obj = before
-            for d in owned:
-                d[key] = entry
-
-        self._undo.append(undo)
-
-    def start_loading(self) -> None:
-        """Forget the entries of the state loaded before (see ``seed``)."""
-        self.loaded = {}
-
-    def seed(self, obj: Any, entry: _Entry, path: tuple[Any, ...] | None,
-             node: tuple[list[Level] | None, int, Any] | None) -> None:
-        """Take ``entry`` as if the last commit had encoded ``obj`` (a value just loaded
-        from what ``entry.enc`` names: ``snapvc.encoding.seed``); ``path`` (if given) and
-        ``node`` (its tree, kind and type tag) as what stood at its path."""
-        self.loaded[id(obj)] = entry
-        if path is not None:
-            # Within the same bounds as at a commit: loads of many states keep only so much.
-            if len(entry.entries) >= _ADOPT_MIN:
-                if len(self.old_at) >= _MAX_ADOPTABLE:
-                    self.old_at = {}
-                self.old_at[path] = entry
-            if node is not None:
-                if len(self.old_paths) >= _MAX_PATHS:
-                    self.old_paths = {}
-                self.old_paths[path] = (node[0], entry.enc, node[1], node[2])
-
-    def keep(self, objs: list[Any]) -> None:
-        """Keep the entries of ``objs`` (reused through their parent's entries, unchanged)
-        for the next commit, as ``get`` would, in a few C-speed passes. An entry holds its
-        object, so an entry found under a live object's id is that object's."""
-        ids = list(map(id, objs))
-        found = {key: e for key, e in zip(ids, map(self.old.get, ids)) if e is not None}
-        for key in found.keys() & self.new.keys():
-            del found[key]
-        self.new.update(found)
-
-    def at_path(self, path: tuple[Any, ...], kind: int, tag: Any) -> tuple[list[Level] | None, bytes | None]:
-        """(tree, reference) of the node stored at ``path`` in the last commit, if it was
-        a container of the same kind and type (a tuple's nodes are not a list's)."""
-        found = self.old_paths.get(path)
-        if found is None or found[2] != kind or found[3] != tag:
-            return None, None
-        return found[0], found[1]
-
-    def put_path(self, path: tuple[Any, ...], enc: bytes, tree: list[Level] | None, kind: int, tag: Any) -> None:
-        self.new_paths[path] = (tree, enc, kind, tag)
-
-    def entry_at(self, path: tuple[Any, ...]) -> _Entry | None:
-        """The entry of the large container encoded at ``path`` most recently, if any (its
-        container may since have been replaced there, or changed: callers check)."""
-        found = self.new_at.get(path)
-        return found if found is not None else self.old_at.get(path)
-
-    def put_at(self, path: tuple[Any, ...], entry: _Entry) -> None:
-        self.new_at[path] = entry
-
-    def chunks_at(self, path: tuple[Any, ...]) -> tuple[list[int], list[bytes]]:
-        """(start offsets, references) of the chunks of the long string stored at ``path``
-        in the last commit; empty lists if none."""
-        return self.old_chunks.get(path, _NO_CHUNKS)
-
-    def put_chunks(self, path: tuple[Any, ...], starts: list[int], refs: list[bytes]) -> None:
-        self.new_chunks[path] = (starts, refs)
-
-    def on_discard(self, undo: Callable[[], None]) -> None:
-        """Run ``undo`` if the commit being encoded fails (for entries grown in place)."""
-        self._undo.append(undo)
-
-    def commit(self) -> None:
-        self.old = self.new
-        self.new = {}
-        self.loaded = {}
-        # Paths keep what they last held until overwritten (nodes reused unchanged are
-        # not re-recorded), within a bound.
-        if len(self.old_paths) + len(self.new_paths) > _MAX_PATHS:
-            self.old_paths = {}
-        self.old_paths.update(self.new_paths)
-        self.new_paths = {}
-        if len(self.old_chunks) + len(self.new_chunks) > _MAX_PATHS:
-            self.old_chunks = {}
-        self.old_chunks.update(self.new_chunks)
-        self.new_chunks = {}
-        if len(self.old_at) + len(self.new_at) > _MAX_ADOPTABLE:
-            self.old_at = {}
-        self.old_at.update(self.new_at)
-        self.new_at = {}
-        self._undo.clear()
-
-    def discard(self) -> None:
-        for undo in reversed(self._undo):
-            undo()
-        self._undo.clear()
-        self.new = {}
-        self.new_paths = {}
-        self.new_chunks = {}
-        self.new_at = {}
-
-
-def _map_leaf_hs(entry: tuple[bytes, bytes]) -> tuple[int, int]:
-    k, v = entry
-    return entry_hash(k), len(k) + len(v)
-
-
-def _seq_leaf_hs(entry: bytes) -> tuple[int, int]:
-    return entry_hash(entry), len(entry)
-
-
-def _text_leaf_hs(entry: tuple[bytes, int]) -> tuple[int, int]:
-    return entry_hash(entry[0]), len(entry[0]) + 4
-
-
-def _inner_hs(entry: tuple[Any, ...]) -> tuple[int, int]:
-    ref = entry[-2]
-    return entry_hash(ref), len(ref) + 4 + (len(entry[0]) if len(entry) == 3 else 0)
-
-
-def _first_key(entry: tuple[Any, ...]) -> Any:
-    return entry[0]
-
-
-def _identity(entry: Any) -> Any:
-    return entry
+_NAN_ENC: Final[bytes] = msgpack.packb(float("nan"))
+_runs = count(1)  # each encoder's number: an entry confirmed in this run has ``gen`` equal to it
 
 
 class Encoder:
@@ -456,7 +102,7 @@ class Encoder:
         self._loader = loader
         self.objects: dict[ObjectId, bytes] = {}
         self.bases: dict[ObjectId, ObjectId] = {}  # new object -> the object it replaces
-        self._pack = new_packer().pack
+        self._pack: Callable[[Any], bytes] = new_packer().pack
         self._path: list[Any] = []
         self._active: set[int] = set()
         self._gen = next(_runs)
@@ -484,6 +130,11 @@ class Encoder:
             self._dirty = None
         return ObjectId(enc[3:])
 
+    def encode_value(self, value: Any) -> bytes:
+        """The bytes ``value`` is written as inside its parent: its inline encoding, or a
+        reference to the object it is stored as (the new objects join ``objects``)."""
+        return self._encode(value)
+
     # -- helpers ------------------------------------------------------------------------
 
     def _where(self) -> str:
@@ -493,11 +144,11 @@ class Encoder:
         """Where the current path stands in the dirty-path trie: ``_DIRTY`` (a dirty path
         or below one: check as usual), a dict (above one: its keys lead to dirty paths)
         or ``_CLEAN`` (trusted unchanged)."""
-        node = self._dirty
+        node: Any = self._dirty  # a trie node, or one of the markers
         for key in self._path:
             if node is _DIRTY:
                 return _DIRTY
-            node = node.get(key)  # type: ignore[union-attr]
+            node = node.get(key)
             if node is None:
                 return _CLEAN
         return node
@@ -535,8 +186,7 @@ class Encoder:
         if t is int:
             if INT_MIN <= v < INT_LIMIT:
                 return self._pack(v)
-            code, data = ext_payload_for(v, self._pack)  # type: ignore[misc]
-            return self._pack(msgpack.ExtType(code, data))
+            return ext_encoding(v, self._pack)
         if t is float:
             return self._pack(v) if v == v else _NAN_ENC
         if v is None or t is bool:
@@ -547,15 +197,15 @@ class Encoder:
             return self._encode_long(v, TAG_BYTES)
         if t is tuple:
             return self._encode_seq(v, TAG_TUPLE)
-        if t in _SCALAR_EXT_TYPES:
-            code, data = ext_payload_for(v, self._pack)  # type: ignore[misc]
-            return self._pack(msgpack.ExtType(code, data))
+        if t in SCALAR_EXT_TYPES:
+            return ext_encoding(v, self._pack)
         if t is MapView or t is SeqView:
             # A view of more than SINGLE_NODE_ENTRIES entries is never inline, even as one
             # leaf: its id is its encoding. It is not read again either, which matters for
             # a merge's spliced trees: their nodes are written with the commit, not before.
             if v.loader is self._loader and (len(v) > SINGLE_NODE_ENTRIES or not v.may_inline()):
-                return REF_PREFIX + v.id  # stored already, as this value's own object
+                ref: bytes = REF_PREFIX + v.id  # stored already, as this value's own object
+                return ref
             return self._encode(v.to_dict() if t is MapView else v.to_list())
         adapter = adapter_for_value(v)
         if adapter is not None:
@@ -568,15 +218,15 @@ class Encoder:
         e = self.cache.get(v)
         if e is not None:
             return e.enc
-        if tag == TAG_STR:
+        if isinstance(v, str):
             try:
-                data = v.encode("utf-8")  # type: ignore[union-attr]
+                data = v.encode("utf-8")
             except UnicodeEncodeError:
                 raise self._fail("str holds a lone surrogate, which is not valid Unicode text") from None
             if len(data) <= INLINE_STR_MAX:
                 return self._pack(v)
         else:
-            data = v  # type: ignore[assignment]
+            data = v
         pack = self._pack
         if len(data) <= CHUNK_THRESHOLD:
             enc = self._store(TEXT, self._leaf_payload(TEXT, tag, [(pack(data), len(data))]))
@@ -590,23 +240,23 @@ class Encoder:
             view = memoryview(data)
             entries = []
             starts = []
-            for c in _chunker.cut_buf(data):
-                chunk = bytes(view[c.offset : c.offset + c.length])
+            for offset, length in chunk_spans(data):
+                chunk = bytes(view[offset : offset + length])
                 oid, raw = object_bytes(BLOB, chunk)
                 ref = REF_PREFIX + oid
                 if ref not in known:
-                    i = bisect_right(old_starts, c.offset) - 1
+                    i = bisect_right(old_starts, offset) - 1
                     self._store_object(oid, raw, old_refs[i] if i >= 0 else None)
-                entries.append((ref, c.length))
-                starts.append(c.offset)
+                entries.append((ref, length))
+                starts.append(offset)
             self.cache.put_chunks(path, starts, [ref for ref, _ in entries])
-            enc, _ = self._build(TEXT, tag, entries, _text_leaf_hs, _identity, None, None)
-        self.cache.put(v, _Entry(v, None, (), enc, [], None, []))
+            enc, _ = self._build(TEXT, tag, entries, text_leaf_hash_size, whole_entry, None, None)
+        self.cache.put(v, CacheEntry(v, (), (), enc, [], None, []))
         return enc
 
     # -- dicts --------------------------------------------------------------------------
 
-    def _below_same(self, e: _Entry, hint: Any = None, current: Any = None) -> bool:
+    def _below_same(self, e: CacheEntry, hint: Any = None, current: Any = None) -> bool:
         """True if nothing below ``e``'s container changed since it was encoded (its own
         shallow contents are the caller's to check). ``hint``, a dict of the dirty paths
         below (see ``encode_root``), limits the check to the children they lead to that
@@ -617,7 +267,7 @@ class Encoder:
             kids = e.kids
             for key in hint:
                 try:
-                    i = bisect_left(kids, key, key=_first_key)
+                    i = bisect_left(kids, key, key=first_key)
                 except TypeError:  # a key of another type than the container's
                     return False
                 if i == len(kids) or kids[i][0] != key:
@@ -652,14 +302,14 @@ class Encoder:
         finally:
             self._path.pop()
 
-    def _deep_of(self, kids: list[tuple[Any, Any, bytes]]) -> _Deep | None:
+    def _deep_of(self, kids: list[tuple[Any, Any, bytes]]) -> DeepSnapshot | None:
         """The flat snapshot of everything below, or None where checking the few kids one
         by one is cheaper than copying their large snapshots (e.g. the root of a state)."""
         get = self.cache.get
         belows = []
         unknown = []
         total = 0
-        for key, child, _ in kids:
+        for _, child, _ in kids:
             entry = get(child)
             if entry is None:
                 # Reused through its parent's snapshot (or a load's), it has no entry of its
@@ -674,31 +324,32 @@ class Encoder:
             total += len(below.dicts) + len(below.seqs) + len(below.objs)
         found = None
         if unknown:
-            found = _Deep.of(unknown)
+            found = DeepSnapshot.of(unknown)
             if found is None:
                 return None
             total += len(found.dicts) + len(found.seqs) + len(found.objs)
         if len(kids) <= _FEW_KIDS and total > _LARGE_SNAPSHOT:
             return None
-        deep = _Deep()
+        deep = DeepSnapshot()
         for child, below in belows:
             deep.add(child, below)
         if found is not None:
             deep.add_all(found)
         return deep
 
-    def _remember(self, owner: Any, keys: tuple[Any, ...] | None, vals: Any, enc: bytes,
+    def _remember(self, owner: Any, keys: tuple[Any, ...], vals: Any, enc: bytes,
                   kids: list[tuple[Any, Any, bytes]], tree: list[Level] | None, entries: list[Any],
-                  deep: _Deep | None | bool = True) -> _Entry:
-        entry = _Entry(owner, keys, vals, enc, kids, tree, entries)
-        entry.deep = self._deep_of(kids) if deep is True else deep  # type: ignore[assignment]
+                  snapshot: bool = True) -> CacheEntry:
+        """Make ``owner``'s entry; with the flat snapshot of all below it if ``snapshot``."""
+        entry = CacheEntry(owner, keys, vals, enc, kids, tree, entries)
+        entry.deep = self._deep_of(kids) if snapshot else None
         entry.gen = self._gen
         self.cache.put(owner, entry)
-        if len(entries) >= _ADOPT_MIN and type(owner) in _MUTABLE_CONTAINERS:
+        if len(entries) >= ADOPT_MIN and type(owner) in MUTABLE_CONTAINERS:
             self.cache.put_at(tuple(self._path), entry)
         return entry
 
-    def _adopt(self, obj: Any) -> _Entry | None:
+    def _adopt(self, obj: Any) -> CacheEntry | None:
         """The entry of the container encoded at this path last time, taken over by
         ``obj``, a container of the same type met here for the first time: a state
         rebuilt at every step (``{**state, "messages": messages + [new]}``, a dict copied
@@ -710,7 +361,7 @@ class Encoder:
         The entry then describes ``obj`` (and is changed in place as ``obj``'s own would
         be); the container it described is, if met again, encoded anew. Undone if the
         commit fails. None if there is none, or if it is in use in this encoding."""
-        if len(obj) < _ADOPT_MIN:
+        if len(obj) < ADOPT_MIN:
             return None
         e = self.cache.entry_at(tuple(self._path))
         if e is None or e.gen == self._gen or type(e.obj) is not type(obj):
@@ -741,7 +392,7 @@ class Encoder:
                 and type(hint) is not dict  # above dirty paths: the changes path below finds them
                 and len(e.vals) == len(d)
                 and all(map(is_, d.values(), e.vals))
-                and all(map(is_, d, e.keys))  # type: ignore[arg-type]
+                and all(map(is_, d, e.keys))
                 and (not force_node or e.enc.startswith(REF_PREFIX))
             ):
                 e.gen = self._gen
@@ -749,7 +400,7 @@ class Encoder:
         # Same keys as last time (above dirty paths, the promise says so for every key off
         # them): re-encode only what changed.
         if (e is not None and e.sorted_keys and len(e.vals) == len(d)
-                and (type(hint) is dict or all(map(is_, d, e.keys)))):  # type: ignore[arg-type]
+                and (type(hint) is dict or all(map(is_, d, e.keys)))):
             enc = self._encode_dict_few(d, e, force_node, tag, owner, hint, below_same)
             if enc is not None:
                 return enc
@@ -783,11 +434,11 @@ class Encoder:
                 t = type(v)
                 before = previous.get(k)
                 if before is not None and before[0] is v and (
-                    t in _IMMUTABLE
-                    or ((below_same or (above_dirty and k not in hint)) and t in _MUTABLE_CONTAINERS)
+                    t in IMMUTABLE_TYPES
+                    or ((below_same or (above_dirty and k not in hint)) and t in MUTABLE_CONTAINERS)
                 ):
                     entries.append(before[1])
-                    if t in _MUTABLE_CONTAINERS:
+                    if t in MUTABLE_CONTAINERS:
                         kids.append((k, v, before[1][1]))
                     continue
                 path.append(k)
@@ -799,7 +450,7 @@ class Encoder:
                     entries.append((pack(k), enc))
                 except UnicodeEncodeError:
                     raise self._fail(f"dict key {k!r} holds a lone surrogate, which is not valid Unicode text") from None
-                if t in _MUTABLE_CONTAINERS or (t not in _IMMUTABLE and adapter_for_value(v) is not None):
+                if t in MUTABLE_CONTAINERS or (t not in IMMUTABLE_TYPES and adapter_for_value(v) is not None):
                     kids.append((k, v, enc))
         finally:
             self._active.discard(oid)
@@ -807,12 +458,12 @@ class Encoder:
         # Above dirty paths, the flat snapshot of all below is not rebuilt: the next
         # commit through dirty paths does not need it, and one without checks kid by kid.
         entry = self._remember(owner, tuple(d), tuple(d.values()), enc, kids, tree, entries,
-                               True if owner is d and type(hint) is not dict else None)
+                               owner is d and type(hint) is not dict)
         entry.sorted_keys = tuple(keys)
         entry.sorted_vals = tuple([d[k] for k in keys])
         return enc
 
-    def _encode_dict_few(self, d: dict[str, Any], e: _Entry, force_node: bool, tag: Any, owner: Any, hint: Any,
+    def _encode_dict_few(self, d: dict[str, Any], e: CacheEntry, force_node: bool, tag: Any, owner: Any, hint: Any,
                          below_same: bool) -> bytes | None:
         """``d`` has the same keys as when ``e`` was made: re-encode only the values that
         are new objects (above dirty paths: the keys on them), and update ``e`` in place
@@ -834,21 +485,22 @@ class Encoder:
             if any((k in d) != (k in positions) for k in hint):
                 return None
         else:
-            redo = list(compress(e.keys, map(is_not, d.values(), e.vals)))  # type: ignore[arg-type]
+            redo = list(compress(e.keys, map(is_not, d.values(), e.vals)))
         if len(redo) * _FEW_CHANGES > len(d):
             return None
         if type(e.vals) is not list:
             e.vals = list(e.vals)
-        if type(e.sorted_vals) is not list:
-            e.sorted_vals = list(e.sorted_vals)  # type: ignore[assignment]
+        sorted_vals = e.sorted_vals
+        if isinstance(sorted_vals, tuple):
+            sorted_vals = e.sorted_vals = list(sorted_vals)
         if e.insertion is None:
-            e.insertion = {k: i for i, k in enumerate(e.keys)}  # type: ignore[arg-type]
+            e.insertion = {k: i for i, k in enumerate(e.keys)}
         # The entries list is copied, not changed in place: the trees of earlier commits
         # hold it as their level 0 (an encoder met at the same path later compares with
         # it); the value lists are the entry's alone.
         old_entries = e.entries
         entries = list(old_entries)
-        sorted_vals, vals, insertion = e.sorted_vals, e.vals, e.insertion
+        vals, insertion = e.vals, e.insertion
         undo: list[tuple[int, Any, int, Any]] = []  # (position, value, insertion index, value) before
         kids_before = None
         kids = e.kids
@@ -869,12 +521,12 @@ class Encoder:
                 ins = insertion[k]
                 undo.append((j, sorted_vals[j], ins, vals[ins]))
                 entries[j] = (entries[j][0], enc)
-                sorted_vals[j] = v  # type: ignore[index]
+                sorted_vals[j] = v
                 vals[ins] = v
                 t = type(v)
-                i = bisect_left(kids, k, key=_first_key)
+                i = bisect_left(kids, k, key=first_key)
                 had = i < len(kids) and kids[i][0] == k
-                mutable = t in _MUTABLE_CONTAINERS or (t not in _IMMUTABLE and adapter_for_value(v) is not None)
+                mutable = t in MUTABLE_CONTAINERS or (t not in IMMUTABLE_TYPES and adapter_for_value(v) is not None)
                 if (mutable or had) and kids_before is None:
                     kids_before = list(kids)
                 if mutable:
@@ -885,12 +537,17 @@ class Encoder:
                 elif had:
                     del kids[i]
         except BaseException:
-            _restore_entries(e, undo, kids_before)
+            _restore_entries(e, sorted_vals, undo, kids_before)
             raise
         finally:
             self._active.discard(oid)
         before = (e.enc, e.tree, e.deep, e.gen, old_entries)
-        self.cache.on_discard(lambda: (_restore_entries(e, undo, kids_before), _restore_node(e, before)))
+
+        def restore() -> None:
+            _restore_entries(e, sorted_vals, undo, kids_before)
+            _restore_node(e, before)
+
+        self.cache.on_discard(restore)
         e.entries = entries
         enc, tree = self._map_node(entries, force_node, tag, e, sorted([positions[k] for k in redo]))
         e.enc = enc
@@ -902,7 +559,7 @@ class Encoder:
         e.gen = self._gen
         return enc
 
-    def _map_node(self, entries: list[tuple[bytes, bytes]], force_node: bool, tag: Any, e: _Entry | None,
+    def _map_node(self, entries: list[tuple[bytes, bytes]], force_node: bool, tag: Any, e: CacheEntry | None,
                   changed: list[int] | None = None) -> tuple[bytes, list[Level] | None]:
         """A dict's encoding from its sorted (key, value) encodings: inline when small and
         holding no reference, else a stored node or tree; returns (encoding, tree or None)."""
@@ -914,9 +571,9 @@ class Encoder:
                     return body, None
                 pack = self._pack
                 return pack(msgpack.ExtType(EXT_TYPED, array_header(2) + pack(tag) + body)), None
-        return self._build_node(MAP, tag, entries, _map_leaf_hs, _first_key, e, changed)
+        return self._build_node(MAP, tag, entries, map_leaf_hash_size, first_key, e, changed)
 
-    def _encode_typed(self, v: Any, adapter: Any) -> bytes:
+    def _encode_typed(self, v: Any, adapter: TypeAdapter) -> bytes:
         own = adapter.own_fields
         if own:
             # Confirmed unchanged by its snapshot (what it holds, by identity), without
@@ -938,13 +595,13 @@ class Encoder:
                 e.deep = self._typed_deep(v, e.kids)
         return enc
 
-    def _typed_deep(self, v: Any, kids: list[tuple[Any, Any, bytes]]) -> _Deep | None:
+    def _typed_deep(self, v: Any, kids: list[tuple[Any, Any, bytes]]) -> DeepSnapshot | None:
         """The snapshot of a typed value whose fields are its own attributes: the value
         itself and everything below its fields (None where something below has none)."""
         below = self._deep_of(kids)
         if below is None:
             return None
-        deep = _Deep()
+        deep = DeepSnapshot()
         deep.add_object(v)
         deep.add_all(below)
         return deep
@@ -1013,7 +670,7 @@ class Encoder:
                     finally:
                         path.pop()
                     entries[i] = enc
-                    j = bisect_left(kids, i, key=_first_key)
+                    j = bisect_left(kids, i, key=first_key)
                     if j < len(kids) and kids[j][0] == i:
                         kids[j] = (i, s[i], enc)
             tail_kids_from = len(kids)
@@ -1023,11 +680,13 @@ class Encoder:
             moved: dict[int, bytes] = {}
             if e is not None and reuse < len(s) and not appended:
                 moved = {id(v): enc for v, enc in zip(e.vals, e.entries)
-                         if type(v) in _IMMUTABLE or (below_same and e.deep is not None)}
+                         if type(v) in IMMUTABLE_TYPES or (below_same and e.deep is not None)}
             for i in range(reuse, len(s)):
                 v = s[i]
-                enc = moved.get(id(v)) if moved else None
-                if enc is None:
+                known = moved.get(id(v)) if moved else None
+                if known is not None:
+                    enc = known
+                else:
                     path.append(i)
                     try:
                         enc = encode(v)
@@ -1035,7 +694,7 @@ class Encoder:
                         path.pop()
                 entries.append(enc)
                 t = type(v)
-                if t in _MUTABLE_CONTAINERS or (t not in _IMMUTABLE and adapter_for_value(v) is not None):
+                if t in MUTABLE_CONTAINERS or (t not in IMMUTABLE_TYPES and adapter_for_value(v) is not None):
                     kids.append((i, v, enc))
         finally:
             self._active.discard(oid)
@@ -1047,7 +706,7 @@ class Encoder:
             if len(body) <= INLINE_NODE_MAX and REF_PREFIX not in body:
                 enc = body if tag == TAG_LIST else self._pack(msgpack.ExtType(EXT_TUPLE, body))
         if not enc:
-            enc, tree = self._build_node(SEQ, tag, entries, _seq_leaf_hs, _identity, e,
+            enc, tree = self._build_node(SEQ, tag, entries, seq_leaf_hash_size, whole_entry, e,
                                          prefix=reuse if appended else None)
         if appended:
             assert e is not None
@@ -1062,13 +721,13 @@ class Encoder:
             e.tree = tree
             e.gen = self._gen
         else:
-            self._remember(s, None, list(s), enc, kids, tree, entries, True if type(hint) is not dict else None)
+            self._remember(s, (), list(s), enc, kids, tree, entries, type(hint) is not dict)
         return enc
 
     # -- nodes and trees ----------------------------------------------------------------
 
     def _build_node(self, kind: int, tag: Any, entries: list[Any], leaf_hs: Any, first_of: Any,
-                    e: _Entry | None, changed: list[int] | None = None,
+                    e: CacheEntry | None, changed: list[int] | None = None,
                     prefix: int | None = None) -> tuple[bytes, list[Level] | None]:
         """Store a container as a node or tree. What it was stored as last time comes from
         its own entry, or else from whatever stood at the same path in the last commit
@@ -1116,20 +775,21 @@ class Encoder:
             grown = old is None and level == 0 and old_ref is not None  # a single node that grew into a tree
             # The leading nodes reused where they were (all but the last few, for an append)
             # are taken in one C-speed pass: the work on a level follows its new nodes.
-            lead = _same_prefix(plan, old.nodes) if old is not None else 0
-            nodes: list[NodeRec] = plan[:lead]  # type: ignore[assignment]
+            old_nodes = old.nodes if old is not None else []
+            lead = _same_prefix(plan, old_nodes) if old is not None else 0
+            nodes: list[NodeRec] = old_nodes[:lead]  # the very nodes of plan[:lead]
             rebuilt: list[int] = []  # positions of the new nodes: the changed entries of the level above
             # ... provided every reused node kept its position (a split here and a merge
             # there can leave the count the same and the nodes between them shifted).
             aligned = old is not None
             for item in plan[lead:] if lead else plan:
-                if type(item) is NodeRec:
-                    if aligned and not (len(nodes) < len(old.nodes) and old.nodes[len(nodes)] is item):  # type: ignore[union-attr]
+                if isinstance(item, NodeRec):
+                    if aligned and not (len(nodes) < len(old_nodes) and old_nodes[len(nodes)] is item):
                         aligned = False
                     nodes.append(item)
                     continue
                 rebuilt.append(len(nodes))
-                start, end, closed = item  # type: ignore[misc]
+                start, end, closed = item
                 chunk = entries[start:end]
                 if level == 0:
                     payload = self._leaf_payload(kind, tag, chunk)
@@ -1156,33 +816,26 @@ class Encoder:
             above = old_tree[level + 1] if lead and old_tree is not None and level + 1 < len(old_tree) else None
             if above is None:
                 lead = 0
-            start = nodes[lead:] if lead else nodes
+            fresh = nodes[lead:] if lead else nodes
             if kind == MAP:
-                entries = [(nd.first, nd.ref, nd.total) for nd in start]
+                entries = [(nd.first, nd.ref, nd.total) for nd in fresh]
             else:
-                entries = [(nd.ref, nd.total) for nd in start]
-            if lead:
-                entries[:0] = above.entries[:lead]  # type: ignore[union-attr]
+                entries = [(nd.ref, nd.total) for nd in fresh]
+            if lead and above is not None:  # (lead is 0 when there is no level above)
+                entries[:0] = above.entries[:lead]
             prefix = lead if lead else None
-            hs = _inner_hs
-            first = _first_key if kind == MAP else _identity
+            hs = inner_hash_size
+            first = first_key if kind == MAP else whole_entry
             level += 1
 
 
-_MUTABLE_CONTAINERS = frozenset({dict, list, tuple})
 _FEW_KIDS = 16
 # A dict is re-encoded entry by entry (not by its changes alone) once more than 1/_FEW_CHANGES of it changed.
 _FEW_CHANGES = 8
-_NO_CHUNKS: tuple[list[int], list[bytes]] = ([], [])
 _MISSING: Final = object()
-_MAX_PATHS = 100_000
-# Containers of at least this many entries are remembered by path, for a new container at
-# the same path to take over (``Encoder._adopt``); smaller ones cost little to encode anew.
-_ADOPT_MIN = 16
-# At most this many paths are remembered so (each entry keeps its container, its elements'
-# encodings and its snapshot alive: a checkpointer writing at a new path each time would
-# otherwise keep thousands of histories). Past it, only the last commit's are kept.
-_MAX_ADOPTABLE = 2_000
+# A snapshot of more containers than this below a container of at most _FEW_KIDS
+# children is not copied into the container's own: checking the few kids is cheaper.
+_LARGE_SNAPSHOT = 256
 
 
 # Markers of the dirty-path trie (see ``Encoder.encode_root``).
@@ -1225,20 +878,22 @@ def _entries_size(kind: int, entries: list[Any]) -> int:
     return sum([len(a) + (len(b) if kind == MAP else 4) for a, b in entries])
 
 
-def _restore_entries(e: _Entry, undo: list[tuple[int, Any, int, Any]], kids: list[Any] | None) -> None:
-    """Put back the values ``_encode_dict_few`` changed in place (newest first)."""
+def _restore_entries(e: CacheEntry, sorted_vals: list[Any], undo: list[tuple[int, Any, int, Any]],
+                     kids: list[Any] | None) -> None:
+    """Put back the values ``_encode_dict_few`` changed in place (newest first) in ``e``
+    and in ``sorted_vals``, its values in entry order."""
     for j, sorted_value, ins, value in reversed(undo):
-        e.sorted_vals[j] = sorted_value  # type: ignore[index]
+        sorted_vals[j] = sorted_value
         e.vals[ins] = value
     if kids is not None:
         e.kids[:] = kids
 
 
-def _restore_node(e: _Entry, before: tuple[Any, Any, Any, int, list[Any]]) -> None:
+def _restore_node(e: CacheEntry, before: tuple[Any, Any, Any, int, list[Any]]) -> None:
     e.enc, e.tree, e.deep, e.gen, e.entries = before
 
 
-def _grow_undo(e: _Entry) -> Callable[[], None]:
+def _grow_undo(e: CacheEntry) -> Callable[[], None]:
     """What puts ``e`` back as it was, before a pure append grows it in place."""
     n_vals, n_entries, n_kids = len(e.vals), len(e.entries), len(e.kids)
     enc, tree, gen, deep = e.enc, e.tree, e.gen, e.deep
@@ -1253,8 +908,6 @@ def _grow_undo(e: _Entry) -> Callable[[], None]:
             deep.truncate(sizes)
 
     return undo
-_LARGE_SNAPSHOT = 256
-_IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, MapView, SeqView, *_SCALAR_EXT_TYPES})
 
 
 def _unsupported_reason(v: Any) -> str:
@@ -1285,7 +938,7 @@ def element_encoder(loader: Loader | None = None) -> Callable[[Any], bytes]:
 
     def encode(value: Any) -> bytes:
         try:
-            return encoder._encode(value)
+            return encoder.encode_value(value)
         finally:
             encoder.objects.clear()
             encoder.bases.clear()

@@ -89,7 +89,8 @@ from snapvc.integrations.langgraph.values import (
 )
 from snapvc.objects import Commit
 from snapvc.refs.names import HEADS
-from snapvc.repository.core import DEFAULT_BRANCH, Repository
+from snapvc.api import Repository
+from snapvc.repository.core import DEFAULT_BRANCH
 from snapvc.agent.state import State
 from snapvc.agent.threads import parse_thread_branch, thread_branch
 
@@ -382,7 +383,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 lines = self._lines(branch)
                 doomed = {c.id for c in lines.by_id.values() if c.metadata.get("run_id") in runs}
                 if doomed:
-                    self._rewrite(branch, lines, lambda c: c.id not in doomed)
+                    self._rewrite(branch, lines, lambda c, gone=doomed: c.id not in gone)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Make thread ``target_thread_id`` hold what ``source_thread_id`` holds: its

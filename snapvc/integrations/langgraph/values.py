@@ -37,9 +37,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from snapvc.encoding.adapters import TypeAdapter, adapter_for_name, adapter_for_value, register_type
 from snapvc.encoding.jsonable import SCALAR_TYPES
-from snapvc.encoding.nodes import decode_node
+from snapvc.encoding.cache import DeepSnapshot
+from snapvc.encoding.nodes import StoredNode, read_node
 from snapvc.encoding.reader import Loader
-from snapvc.encoding.writer import TAG_STR, TAG_TUPLE, _Deep
 from snapvc.errors import CorruptObjectError, UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
@@ -153,7 +153,7 @@ class Watch:
     The saver keeps the stored form of a list channel's elements apart from LangGraph's
     objects (messages are stored as marked dicts, copies), so a message or dict that a
     node changes in place, rather than replacing it, would otherwise go unseen. A
-    ``Watch`` is the encoder's own flat snapshot (``snapvc.encoding.writer._Deep``) of the
+    ``Watch`` is the encoder's own flat snapshot (``snapvc.encoding.cache.DeepSnapshot``) of the
     values: every container below them and every typed value whose fields are its own
     attributes (a LangChain message, a dataclass, a pydantic model), each with the
     objects it holds. A value is unchanged while each of those holds the same objects:
@@ -165,12 +165,12 @@ class Watch:
     __slots__ = ("_snapshot",)
 
     def __init__(self) -> None:
-        self._snapshot = _Deep()
+        self._snapshot = DeepSnapshot()
 
     def add(self, values: Iterable[Any]) -> bool:
         """Record each of ``values``; False (the watch then proves nothing) if one holds
         what cannot be watched."""
-        found = _Deep.of(list(values))
+        found = DeepSnapshot.of(list(values))
         if found is None:
             return False
         self._snapshot.add_all(found)
@@ -182,18 +182,19 @@ class Watch:
 
 
 class Reader:
-    """Builds stored values through a ``Loader``, each object once (see the module notes)."""
+    """Builds stored values through a ``Loader``, each object once (see the module notes).
+    Nodes are read with ``snapvc.encoding.nodes.read_node``."""
 
     def __init__(self, loader: Loader) -> None:
         self.loader = loader
-        self._nodes: dict[bytes, tuple[int, Any]] = {}
+        self._nodes: dict[bytes, StoredNode] = {}
         self._built: dict[bytes, Any] = {}
         self._flat: dict[bytes, list[Any]] = {}
 
-    def node(self, oid: bytes) -> tuple[int, Any]:
+    def node(self, oid: bytes) -> StoredNode:
         found = self._nodes.get(oid)
         if found is None:
-            found = self._nodes[oid] = decode_node(oid, self.loader.fetch(oid))
+            found = self._nodes[oid] = read_node(oid, self.loader.fetch(oid))
         return found
 
     def prefetch(self, ids: list[bytes]) -> None:
@@ -205,23 +206,23 @@ class Reader:
     def root(self, oid: bytes) -> dict[str, Any]:
         """A commit's state as a fresh dict (its values built as ``value`` builds them,
         messages stored as plain dicts revived, see ``to_stored``)."""
-        return dict(self._map_items(self.node(oid)[1], from_stored))
+        return dict(self._map_items(self.node(oid), from_stored))
 
     def value(self, oid: bytes) -> Any:
         built = self._built.get(oid, MISSING)
         if built is not MISSING:
             return built
-        kind, node = self.node(oid)
+        node = self.node(oid)
+        kind = node.kind
         if kind == MAP:
             fields = dict(self._map_items(node))
-            tag = node[0]
-            built = _revived(fields) if tag == 0 else adapter_for_name(tag).from_fields(fields)
+            built = _revived(fields) if node.typed_name is None else adapter_for_name(node.typed_name).from_fields(fields)
         elif kind == SEQ:
-            flat = self._seq_flat(oid, node)
-            built = tuple(flat) if node[0] == TAG_TUPLE else list(flat)
+            flat = self._seq_flat(node)
+            built = tuple(flat) if node.value_type == "tuple" else list(flat)
         elif kind == TEXT:
             data = b"".join(self._text_pieces(node))
-            if node[0] == TAG_STR:
+            if node.value_type == "str":
                 try:
                     built = data.decode("utf-8")
                 except UnicodeDecodeError as exc:
@@ -229,7 +230,7 @@ class Reader:
             else:
                 built = data
         elif kind == BLOB:
-            built = node
+            built = node.data
         else:
             raise CorruptObjectError(ObjectId(oid), f"a value cannot be an object of kind {kind:#04x}")
         self._built[oid] = built
@@ -240,58 +241,58 @@ class Reader:
         ``MISSING``: reads only the nodes on its path."""
         value: Any = None
         for depth, key in enumerate(keys):
-            node = self.node(oid)[1]
-            while node[1] > 0:
-                i = bisect_right(node[2], key) - 1
+            node = self.node(oid)
+            while not node.is_leaf:
+                i = bisect_right(node.first_keys, key) - 1
                 if i < 0:
                     return MISSING
-                node = self.node(node[3][i])[1]
-            if key not in node[2]:
+                node = self.node(node.children[i])
+            if key not in node.entries:
                 return MISSING
-            if key not in node[3]:
-                value = node[2][key]
+            if key not in node.refs:
+                value = node.entries[key]
                 for inner in keys[depth + 1:]:  # an inline value: the rest of the path is in it
                     if type(value) is not dict or inner not in value:
                         return MISSING
                     value = value[inner]
                 return value
-            oid = node[2][key]
+            oid = node.entries[key]
         return self.value(oid)
 
-    def _map_items(self, node: list[Any], inline: Any = None) -> list[tuple[str, Any]]:
+    def _map_items(self, node: StoredNode, inline: Any = None) -> list[tuple[str, Any]]:
         """The entries of a MAP node; ``inline`` (if given) applied to the values stored in it."""
-        if node[1] == 0:
-            refs = set(node[3])
+        if node.is_leaf:
+            refs = node.refs
             if inline is None:
-                return [(k, self.value(v) if k in refs else v) for k, v in node[2].items()]
-            return [(k, self.value(v) if k in refs else inline(v)) for k, v in node[2].items()]
+                return [(k, self.value(v) if k in refs else v) for k, v in node.entries.items()]
+            return [(k, self.value(v) if k in refs else inline(v)) for k, v in node.entries.items()]
         items: list[tuple[str, Any]] = []
-        for child in node[3]:
-            items += self._map_items(self.node(child)[1], inline)
+        for child in node.children:
+            items += self._map_items(self.node(child), inline)
         return items
 
-    def _seq_flat(self, oid: bytes, node: list[Any]) -> list[Any]:
+    def _seq_flat(self, node: StoredNode) -> list[Any]:
         """The elements of a SEQ node, remembered by id (never handed out itself)."""
-        flat = self._flat.get(oid)
+        flat = self._flat.get(node.id)
         if flat is not None:
             return flat
-        if node[1] == 0:
-            refs = set(node[3])
-            flat = list(node[2]) if not refs else [self.value(v) if i in refs else v for i, v in enumerate(node[2])]
+        if node.is_leaf:
+            refs = node.refs
+            flat = list(node.entries) if not refs else [self.value(v) if i in refs else v for i, v in enumerate(node.entries)]
             if any(_is_message(v) for v in flat):
                 flat = [_revived(v) for v in flat]
         else:
             flat = []
-            for child in node[2]:
-                flat += self._seq_flat(child, self.node(child)[1])
-        self._flat[oid] = flat
+            for child in node.children:
+                flat += self._seq_flat(self.node(child))
+        self._flat[node.id] = flat
         return flat
 
-    def _text_pieces(self, node: list[Any]) -> list[bytes]:
-        if node[1] == 0:
-            refs = set(node[4])
-            return [self.node(p)[1] if i in refs else p for i, p in enumerate(node[2])]
+    def _text_pieces(self, node: StoredNode) -> list[bytes]:
+        if node.is_leaf:
+            refs = node.refs
+            return [self.node(p).data if i in refs else p for i, p in enumerate(node.entries)]
         pieces: list[bytes] = []
-        for child in node[2]:
-            pieces += self._text_pieces(self.node(child)[1])
+        for child in node.children:
+            pieces += self._text_pieces(self.node(child))
         return pieces

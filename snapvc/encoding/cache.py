@@ -1,0 +1,384 @@
+"""The encode cache: what the encoder remembers of a committed state, so that the next
+commit costs what changed.
+
+Per container object it encoded (or that a load taught it, ``snapvc.encoding.seed``),
+the ``EncodeCache`` keeps a ``CacheEntry``: the objects the container held, by identity,
+what each encoded to, the tree it was stored as, and a ``DeepSnapshot`` of everything
+below it. The encoder (``snapvc.encoding.writer``) reuses an entry's encoding only once
+the container is found to hold exactly what the entry recorded; nothing is trusted
+without that check, except below the paths a caller names as the only dirty ones
+(``Encoder.encode_root``).
+
+What other modules use is public here: the encoder, the seeder (which makes entries for
+a state just loaded), and integrations that need to know whether values were changed in
+place since they were stored (``DeepSnapshot``). Neither the cache nor a snapshot is
+thread-safe: each belongs to one branch's encoder, used by one commit at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from gc import get_referents
+from itertools import chain
+from operator import is_
+from typing import Any, Final
+
+from snapvc.encoding.adapters import adapter_for_value
+from snapvc.encoding.prolly import Level
+from snapvc.encoding.reader import MapView, SeqView
+from snapvc.encoding.values import MAX_DEPTH, SCALAR_EXT_TYPES
+
+__all__ = ["EncodeCache", "CacheEntry", "DeepSnapshot", "IMMUTABLE_TYPES", "MUTABLE_CONTAINERS", "ADOPT_MIN"]
+
+# Values that cannot change in place: a container holding the same ones, by identity,
+# holds the same value. (A lazy view of a stored value is read-only.)
+IMMUTABLE_TYPES: Final = frozenset({str, int, float, bool, type(None), bytes, MapView, SeqView, *SCALAR_EXT_TYPES})
+# The containers a state is made of: each has an entry of its own, checked by identity.
+MUTABLE_CONTAINERS: Final = frozenset({dict, list, tuple})
+# Containers of at least this many entries are remembered by path, for a new container at
+# the same path to take over (``Encoder._adopt``); smaller ones cost little to encode anew.
+ADOPT_MIN: Final = 16
+# At most this many paths are remembered so (each entry keeps its container, its elements'
+# encodings and its snapshot alive: a checkpointer writing at a new path each time would
+# otherwise keep thousands of histories). Past it, only the last commit's are kept.
+_MAX_ADOPTABLE: Final = 2_000
+# At most this many paths' nodes and chunk lists are remembered (the delta bases and
+# reusable nodes of a container or long string met at the same path again).
+_MAX_PATHS: Final = 100_000
+_NO_CHUNKS: tuple[list[int], list[bytes]] = ([], [])
+
+
+class DeepSnapshot:
+    """A flat snapshot of every mutable container below a container: which objects each
+    held, by identity. Checking it is a few C-speed passes, so a list of a thousand
+    message dicts is confirmed unchanged without visiting each in Python.
+
+    Typed values whose fields are their own attributes (dataclasses, pydantic models:
+    ``TypeAdapter.own_fields``) are recorded too, as the objects they hold (their
+    ``__dict__``, slots and class), with the contents of that ``__dict__`` and of the
+    sets and dicts in their slots (a pydantic model's fields set, extra and private)."""
+
+    __slots__ = ("dicts", "dlens", "keys", "vals", "seqs", "slens", "items", "objs", "olens", "orefs")
+
+    def __init__(self) -> None:
+        self.dicts: list[dict[str, Any]] = []
+        self.dlens: list[int] = []
+        self.keys: list[Any] = []
+        self.vals: list[Any] = []
+        self.seqs: list[Any] = []  # lists, tuples, and the sets typed values hold
+        self.slens: list[int] = []
+        self.items: list[Any] = []
+        self.objs: list[Any] = []  # typed values
+        self.olens: list[int] = []
+        self.orefs: list[Any] = []
+
+    def add(self, child: Any, below: DeepSnapshot) -> None:
+        """Record ``child`` (a dict, list or tuple, or a typed value whose own snapshot,
+        ``below``, records it) and everything below it."""
+        t = type(child)
+        if t is dict:
+            self._add_dict(child)
+        elif t is list or t is tuple:
+            self._add_seq(child)
+        if below.dicts or below.seqs or below.objs:
+            self.add_all(below)
+
+    def _add_dict(self, d: dict[Any, Any]) -> None:
+        self.dicts.append(d)
+        self.dlens.append(len(d))
+        self.keys.extend(d)
+        self.vals.extend(get_referents(d))
+
+    def _add_seq(self, s: Any) -> None:
+        self.seqs.append(s)
+        self.slens.append(len(s))
+        self.items.extend(get_referents(s))
+
+    def add_object(self, obj: Any) -> None:
+        """Record a typed value whose fields are its own attributes (see the class notes)."""
+        getattr(obj, "__dict__", None)  # an instance dict made now is checked key by key from here on
+        refs = get_referents(obj)
+        self.objs.append(obj)
+        self.olens.append(len(refs))
+        self.orefs.extend(refs)
+        for held in refs:
+            t = type(held)
+            if t is dict:
+                self._add_dict(held)
+            elif t is set or t is frozenset:
+                self._add_seq(held)
+
+    @classmethod
+    def of(cls, values: list[Any]) -> DeepSnapshot | None:
+        """The snapshot of ``values`` and everything below them, found a level at a time
+        in C-speed passes (``gc.get_referents``): what a loaded state is checked with.
+        None if something below is a typed value that cannot be snapshotted (its adapter
+        computes its fields), or if it nests deeper than a state may (a cycle)."""
+        deep = cls()
+        frontier = [v for v in values if type(v) not in IMMUTABLE_TYPES]
+        for _ in range(MAX_DEPTH + 2):
+            if not frontier:
+                return deep
+            plain = [v for v in frontier if type(v) in MUTABLE_CONTAINERS]
+            below = []
+            if len(plain) < len(frontier):  # typed values: what they hold, then their fields
+                for v in frontier:
+                    if type(v) in MUTABLE_CONTAINERS:
+                        continue
+                    adapter = adapter_for_value(v)
+                    if adapter is None or not adapter.own_fields:
+                        return None
+                    deep.add_object(v)
+                    for held in get_referents(v):
+                        t = type(held)
+                        if t is dict:
+                            below += get_referents(held)
+                        elif not (t is set or t is frozenset or isinstance(held, type)):
+                            below.append(held)  # a slot's value
+            dicts = [v for v in plain if type(v) is dict]
+            seqs = [v for v in plain if type(v) is not dict]
+            deep.dicts += dicts
+            deep.dlens += map(len, dicts)
+            deep.keys += chain.from_iterable(dicts)
+            deep.vals += get_referents(*dicts)
+            deep.seqs += seqs
+            deep.slens += map(len, seqs)
+            deep.items += get_referents(*seqs)
+            below += get_referents(*plain)
+            frontier = [v for v in below if type(v) not in IMMUTABLE_TYPES]
+        return None
+
+    def add_all(self, other: DeepSnapshot) -> None:
+        """Record what ``other`` records too (its lists are copied, not shared)."""
+        self.dicts += other.dicts
+        self.dlens += other.dlens
+        self.keys += other.keys
+        self.vals += other.vals
+        self.seqs += other.seqs
+        self.slens += other.slens
+        self.items += other.items
+        if other.objs:
+            self.objs += other.objs
+            self.olens += other.olens
+            self.orefs += other.orefs
+
+    def sizes(self) -> tuple[int, ...]:
+        """How much is recorded: what ``truncate`` takes to forget what was added since."""
+        return len(self.dicts), len(self.keys), len(self.seqs), len(self.items), len(self.objs), len(self.orefs)
+
+    def truncate(self, sizes: tuple[int, ...]) -> None:
+        """Forget what was recorded after ``sizes`` was taken (a failed commit's additions)."""
+        nd, nk, ns, ni, no, nr = sizes
+        del self.dicts[nd:], self.dlens[nd:], self.keys[nk:], self.vals[nk:]
+        del self.seqs[ns:], self.slens[ns:], self.items[ni:]
+        del self.objs[no:], self.olens[no:], self.orefs[nr:]
+
+    def same(self) -> bool:
+        """True if every recorded container still holds exactly the recorded objects.
+
+        ``gc.get_referents`` lists what containers hold (a dict's values, a list's items,
+        a typed value's attributes) in one C call; identity is then checked element by
+        element. Keys are str (anything else fails to encode), and str equality is exact."""
+        return (
+            list(map(len, self.seqs)) == self.slens
+            and list(map(len, self.dicts)) == self.dlens
+            and all(map(is_, get_referents(*self.seqs), self.items))
+            and list(chain.from_iterable(self.dicts)) == self.keys
+            and all(map(is_, get_referents(*self.dicts), self.vals))
+            and (not self.objs or (
+                list(map(len, map(get_referents, self.objs))) == self.olens
+                and all(map(is_, get_referents(*self.objs), self.orefs))))
+        )
+
+
+
+class CacheEntry:
+    """What the encoder remembers of one container object (or long str or bytes) between
+    commits: the object itself (held, so its id is not reused while the entry lives),
+    what it held (``keys`` and ``vals`` in insertion order, by identity), what it encoded
+    to (``enc``: inline bytes or a reference), its level-0 ``entries`` and ``tree``, and
+    the snapshot of everything below it (``deep``)."""
+
+    __slots__ = ("obj", "keys", "vals", "enc", "kids", "tree", "entries", "sorted_keys", "sorted_vals", "deep", "gen",
+                 "positions", "insertion")
+
+    def __init__(self, obj: Any, keys: tuple[Any, ...], vals: Any, enc: bytes,
+                 kids: list[tuple[Any, Any, bytes]], tree: list[Level] | None, entries: list[Any]) -> None:
+        self.obj = obj
+        self.keys = keys  # dicts: the keys in insertion order; empty for anything else
+        self.vals = vals
+        self.enc = enc
+        self.kids = kids  # (key or index, child container, its encoding) for every mutable child
+        self.tree = tree  # the prolly levels, for containers large enough to be trees
+        self.entries = entries  # the level-0 entries of the container
+        self.sorted_keys: tuple[str, ...] = ()  # dicts: keys in entry order
+        # dicts: values in entry order (a list once a commit changed some in place)
+        self.sorted_vals: tuple[Any, ...] | list[Any] = ()
+        self.deep: DeepSnapshot | None = None  # None when something below cannot be snapshotted (typed values)
+        self.gen = 0  # the encoder run that last confirmed this entry
+        self.positions: dict[str, int] | None = None  # dicts: key -> index in entry order, made on demand
+        self.insertion: dict[str, int] | None = None  # dicts: key -> index in ``keys``, made on demand
+
+
+class EncodeCache:
+    """Remembered encodings of the containers of the last committed state (per branch).
+
+    Entries are keyed by ``id(obj)`` and hold a strong reference to ``obj``, so an id is
+    never reused while its entry lives. ``commit()`` keeps what the last encoding used;
+    ``discard()`` forgets what a failed commit added, so the cache never points at
+    objects that were not stored.
+    """
+
+    def __init__(self) -> None:
+        self.old: dict[int, CacheEntry] = {}
+        self.new: dict[int, CacheEntry] = {}
+        # the entries of the state loaded last (``seed``), until the next commit: kept
+        # apart, so that checking out many states does not keep them all
+        self.loaded: dict[int, CacheEntry] = {}
+        self._undo: list[Callable[[], None]] = []
+        # path in the state -> (tree, reference, kind, type tag) of the node stored there
+        self.old_paths: dict[tuple[Any, ...], tuple[Any, Any, int, Any]] = {}
+        self.new_paths: dict[tuple[Any, ...], tuple[Any, Any, int, Any]] = {}
+        # path in the state -> (start offsets, references) of a long string's chunks
+        self.old_chunks: dict[tuple[Any, ...], tuple[list[int], list[bytes]]] = {}
+        self.new_chunks: dict[tuple[Any, ...], tuple[list[int], list[bytes]]] = {}
+        # path in the state -> the entry of the large container last encoded there: a new
+        # container at the same path (a state rebuilt each step) takes it over (``Encoder._adopt``)
+        self.old_at: dict[tuple[Any, ...], CacheEntry] = {}
+        self.new_at: dict[tuple[Any, ...], CacheEntry] = {}
+
+    def get(self, obj: Any) -> CacheEntry | None:
+        """The entry of ``obj`` (this very object), if the last commit, this one or the
+        last load made one; it is kept for the next commit from then on."""
+        key = id(obj)
+        e = self.new.get(key)
+        if e is None:
+            e = self.old.get(key)
+            if e is None or e.obj is not obj:
+                e = self.loaded.get(key)
+                if e is None or e.obj is not obj:
+                    return None
+            self.new[key] = e
+        elif e.obj is not obj:
+            return None
+        return e
+
+    def put(self, obj: Any, entry: CacheEntry) -> None:
+        self.new[id(obj)] = entry
+
+    def move(self, entry: CacheEntry, obj: Any) -> None:
+        """Make ``entry`` describe ``obj`` from now on, no longer the object it held (undone
+        if the commit fails)."""
+        before = entry.obj
+        key = id(before)
+        owned = [d for d in (self.old, self.new, self.loaded) if d.get(key) is entry]
+        for d in owned:
+            del d[key]
+        entry.obj = obj
+        self.new[id(obj)] = entry
+
+        def undo() -> None:
+            entry.obj = before
+            for d in owned:
+                d[key] = entry
+
+        self._undo.append(undo)
+
+    def start_loading(self) -> None:
+        """Forget the entries of the state loaded before (see ``seed``)."""
+        self.loaded = {}
+
+    def seed(self, obj: Any, entry: CacheEntry, path: tuple[Any, ...] | None,
+             node: tuple[list[Level] | None, int, Any] | None) -> None:
+        """Take ``entry`` as if the last commit had encoded ``obj`` (a value just loaded
+        from what ``entry.enc`` names: ``snapvc.encoding.seed``); ``path`` (if given) and
+        ``node`` (its tree, kind and type tag) as what stood at its path."""
+        self.loaded[id(obj)] = entry
+        if path is not None:
+            # Within the same bounds as at a commit: loads of many states keep only so much.
+            if len(entry.entries) >= ADOPT_MIN:
+                if len(self.old_at) >= _MAX_ADOPTABLE:
+                    self.old_at = {}
+                self.old_at[path] = entry
+            if node is not None:
+                if len(self.old_paths) >= _MAX_PATHS:
+                    self.old_paths = {}
+                self.old_paths[path] = (node[0], entry.enc, node[1], node[2])
+
+    def keep(self, objs: list[Any]) -> None:
+        """Keep the entries of ``objs`` (reused through their parent's entries, unchanged)
+        for the next commit, as ``get`` would, in a few C-speed passes. An entry holds its
+        object, so an entry found under a live object's id is that object's."""
+        ids = list(map(id, objs))
+        found = {key: e for key, e in zip(ids, map(self.old.get, ids)) if e is not None}
+        for key in found.keys() & self.new.keys():
+            del found[key]
+        self.new.update(found)
+
+    def at_path(self, path: tuple[Any, ...], kind: int, tag: Any) -> tuple[list[Level] | None, bytes | None]:
+        """(tree, reference) of the node stored at ``path`` in the last commit, if it was
+        a container of the same kind and type (a tuple's nodes are not a list's)."""
+        found = self.old_paths.get(path)
+        if found is None or found[2] != kind or found[3] != tag:
+            return None, None
+        return found[0], found[1]
+
+    def put_path(self, path: tuple[Any, ...], enc: bytes, tree: list[Level] | None, kind: int, tag: Any) -> None:
+        """Record the node (or tree) this commit stored at ``path`` (see ``at_path``)."""
+        self.new_paths[path] = (tree, enc, kind, tag)
+
+    def entry_at(self, path: tuple[Any, ...]) -> CacheEntry | None:
+        """The entry of the large container encoded at ``path`` most recently, if any (its
+        container may since have been replaced there, or changed: callers check)."""
+        found = self.new_at.get(path)
+        return found if found is not None else self.old_at.get(path)
+
+    def put_at(self, path: tuple[Any, ...], entry: CacheEntry) -> None:
+        """Record ``entry`` as the large container this commit encoded at ``path``."""
+        self.new_at[path] = entry
+
+    def chunks_at(self, path: tuple[Any, ...]) -> tuple[list[int], list[bytes]]:
+        """(start offsets, references) of the chunks of the long string stored at ``path``
+        in the last commit; empty lists if none."""
+        return self.old_chunks.get(path, _NO_CHUNKS)
+
+    def put_chunks(self, path: tuple[Any, ...], starts: list[int], refs: list[bytes]) -> None:
+        """Record the chunks of the long string this commit stored at ``path``."""
+        self.new_chunks[path] = (starts, refs)
+
+    def on_discard(self, undo: Callable[[], None]) -> None:
+        """Run ``undo`` if the commit being encoded fails (for entries grown in place)."""
+        self._undo.append(undo)
+
+    def commit(self) -> None:
+        """The encoded state was stored: what this commit used becomes what the next one
+        starts from (entries it did not meet are forgotten)."""
+        self.old = self.new
+        self.new = {}
+        self.loaded = {}
+        # Paths keep what they last held until overwritten (nodes reused unchanged are
+        # not re-recorded), within a bound.
+        if len(self.old_paths) + len(self.new_paths) > _MAX_PATHS:
+            self.old_paths = {}
+        self.old_paths.update(self.new_paths)
+        self.new_paths = {}
+        if len(self.old_chunks) + len(self.new_chunks) > _MAX_PATHS:
+            self.old_chunks = {}
+        self.old_chunks.update(self.new_chunks)
+        self.new_chunks = {}
+        if len(self.old_at) + len(self.new_at) > _MAX_ADOPTABLE:
+            self.old_at = {}
+        self.old_at.update(self.new_at)
+        self.new_at = {}
+        self._undo.clear()
+
+    def discard(self) -> None:
+        """The encoded state was not stored: forget what this commit added and undo what
+        it changed in place, so the cache describes the last stored state again."""
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
+        self.new = {}
+        self.new_paths = {}
+        self.new_chunks = {}
+        self.new_at = {}

@@ -1,0 +1,153 @@
+"""The encoding layer's public seams: reading a stored node by name (``read_node``), the
+chunker, and the cache's flat snapshot, as the layers above use them."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+
+import pytest
+
+import snapvc
+from snapvc.encoding.cache import DeepSnapshot
+from snapvc.encoding.chunker import CHUNK_THRESHOLD, chunk_spans
+from snapvc.encoding.nodes import StoredNode, read_node
+from snapvc.encoding.writer import Encoder
+from snapvc.errors import CorruptObjectError
+from snapvc.objects import BLOB, MAP, SEQ, TEXT, object_bytes
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+
+
+def _text(n: int, seed: int = 0) -> str:
+    rng = random.Random(seed)
+    return "".join(rng.choice("abcdefghij klmnop\n") for _ in range(n))
+
+
+def test_read_node_names_what_each_kind_of_node_holds(tmp_path: Path) -> None:
+    long_text = _text(3 * CHUNK_THRESHOLD)
+    state = {
+        "messages": [{"role": "user", "content": f"message {i} " + "x" * 80} for i in range(400)],
+        "pair": tuple(f"element {i} " + "y" * 100 for i in range(40)),
+        "doc": long_text,
+        "blob": bytes(range(256)) * 40,
+        "points": {f"p{i:03}": Point(i, -i) for i in range(3)},
+    }
+    with snapvc.open(tmp_path / "r.snapvc") as repo:
+        repo.commit(state)
+        loader = repo.loader
+
+        def node(oid: bytes) -> StoredNode:
+            return read_node(oid, loader.fetch(oid))
+
+        root = node(repo.get_commit(repo.resolve("main")).tree)
+
+        assert (root.kind, root.value_type, root.typed_name, root.is_leaf) == (MAP, "dict", None, True)
+        assert set(root.entries) == set(state) and root.refs == {"messages", "pair", "doc", "blob"}
+
+        # A long list is a tree: its inner levels name children and the entries below each.
+        messages = node(root.entries["messages"])
+        assert (messages.kind, messages.value_type, messages.is_leaf) == (SEQ, "list", False)
+        assert len(messages.children) == len(messages.counts) > 1 and sum(messages.counts) == 400
+        leaves = [messages]
+        while not leaves[0].is_leaf:
+            leaves = [node(c) for n in leaves for c in n.children]
+        assert [v for leaf in leaves for v in leaf.entries] == state["messages"]
+        assert all(not leaf.refs for leaf in leaves)  # small dicts are inline in their leaf
+
+        pair = node(root.entries["pair"])
+        assert pair.value_type == "tuple"
+
+        # A long str is a TEXT tree over chunks; each chunk a BLOB with its bytes.
+        doc = node(root.entries["doc"])
+        assert (doc.kind, doc.value_type) == (TEXT, "str")
+        pieces = [doc]
+        while not pieces[0].is_leaf:
+            pieces = [node(c) for n in pieces for c in n.children]
+        data = b""
+        for leaf in pieces:
+            for i, piece in enumerate(leaf.entries):
+                assert i in leaf.refs
+                chunk = node(piece)
+                assert (chunk.kind, chunk.value_type) == (BLOB, "blob")
+                data += chunk.data
+        assert data.decode() == long_text
+        assert node(root.entries["blob"]).value_type == "bytes"
+
+        # A dict of typed values inline in the root: the values are rebuilt as their class.
+        assert root.entries["points"] == state["points"]
+
+
+def test_read_node_names_a_typed_value_stored_as_an_object(tmp_path: Path) -> None:
+    @dataclasses.dataclass
+    class Doc:
+        title: str
+        body: str
+
+    snapvc.register_type(Doc, name="tests.encoding_api.Doc")
+    with snapvc.open(tmp_path / "r.snapvc") as repo:
+        repo.commit({"doc": Doc("t", _text(5000))})
+        tree = repo.get_commit(repo.resolve("main")).tree
+        root = read_node(tree, repo.loader.fetch(tree))
+        doc = read_node(root.entries["doc"], repo.loader.fetch(root.entries["doc"]))
+        assert (doc.kind, doc.value_type, doc.typed_name) == (MAP, "typed", "tests.encoding_api.Doc")
+        assert doc.entries["title"] == "t" and "body" in doc.refs
+
+
+def _node_bytes(kind: int, payload: list[object]) -> tuple[bytes, bytes]:
+    import msgpack
+
+    oid, data = object_bytes(kind, msgpack.packb(payload, use_bin_type=True))
+    return bytes(oid), data
+
+
+@pytest.mark.parametrize(("kind", "payload", "says"), [
+    (TEXT, [0, 0, [b"abc"], [3]], "4 fields, not 5"),  # a TEXT leaf without its reference positions
+    (MAP, [0, 1, ["a"], [b"\x00" * 32]], "4 fields, not 5"),  # an inner MAP node without its counts
+    (MAP, [7, 0, {}, []], "type tag is 7"),
+    (SEQ, [0, 0, [1, 2], 5], "cannot read seq node"),  # reference positions that are not a list
+])
+def test_read_node_refuses_a_node_of_the_wrong_shape_naming_the_object(kind: int, payload: list[object], says: str) -> None:
+    oid, data = _node_bytes(kind, payload)
+    with pytest.raises(CorruptObjectError, match=says) as raised:
+        read_node(oid, data)
+    assert bytes(raised.value.object_id) == oid
+
+
+def test_chunk_spans_cover_the_bytes_and_an_edit_changes_about_one_chunk() -> None:
+    data = _text(100_000, seed=3).encode()
+    spans = list(chunk_spans(data))
+    assert spans[0][0] == 0 and sum(length for _, length in spans) == len(data)
+    assert all(start + length == nxt for (start, length), (nxt, _) in zip(spans, spans[1:]))
+    edited = data[:50_000] + b"an edit in the middle" + data[50_000:]
+    before = {data[s:s + n] for s, n in spans}
+    after = [edited[s:s + n] for s, n in chunk_spans(edited)]
+    assert sum(chunk not in before for chunk in after) <= 2
+
+
+def test_the_encoder_stores_long_text_as_the_chunker_cuts_it() -> None:
+    text = _text(4 * CHUNK_THRESHOLD, seed=5)
+    encoder = Encoder()
+    encoder.encode_root({"doc": text})
+    chunks = {bytes(oid) for oid, raw in encoder.objects.items() if raw[0] == BLOB}
+    data = text.encode()
+    assert chunks == {bytes(object_bytes(BLOB, data[s:s + n])[0]) for s, n in chunk_spans(data)}
+
+
+def test_a_deep_snapshot_sees_a_change_in_place_below_the_values_it_recorded() -> None:
+    inner = {"a": [1, 2, {"b": "c"}]}
+    point = Point(1, 2)
+    snapshot = DeepSnapshot.of([inner, point])
+    assert snapshot is not None and snapshot.same()
+    inner["a"][2]["b"] = "changed"
+    assert not snapshot.same()
+    snapshot = DeepSnapshot.of([inner, point])
+    assert snapshot is not None and snapshot.same()
+    point.x = 5
+    assert not snapshot.same()
+    assert DeepSnapshot.of([{1, 2}]) is None  # nothing proves a set unchanged: refused
