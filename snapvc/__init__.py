@@ -15,7 +15,9 @@
 
 ``snapvc.aio`` has the same operations as coroutines.
 
-See ``docs/`` and ``DESIGN.md`` for the model: objects, refs, commits.
+The public API is what this module exports (``__all__``), with ``snapvc.aio``,
+``snapvc.errors`` and ``snapvc.integrations.*``. Every other module is internal: its
+names may move between releases (``docs/design.md`` maps them, layer by layer).
 """
 
 from __future__ import annotations
