@@ -295,9 +295,9 @@ def test_a_deferred_block_whose_branch_moved_meanwhile_is_told_at_its_end(s3_url
 
 def test_a_new_client_reads_one_consolidated_index_instead_of_every_pack_header(
         s3_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from snapvc.store import s3 as s3_store
+    from snapvc.backends.s3 import packs as s3_packs
 
-    monkeypatch.setattr(s3_store, "INDEX_EVERY", 8)
+    monkeypatch.setattr(s3_packs, "INDEX_EVERY", 8)
     with snapvc.open(s3_url) as repo:
         state: dict[str, object] = {"log": []}
         for n in range(20):
