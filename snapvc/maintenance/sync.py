@@ -21,7 +21,7 @@ Any two repositories sync, whatever their backends (embedded file, ``memory://``
    destination holds never lacks what it refers to unless an ancestor is missing too;
    the commit rows with the last batch, and only then the destination's ref, by
    compare-and-swap, in a transaction that first checks the commit is stored there
-   (``Repository._swap_ref``). A push that is not a fast-forward is refused (``PushRejectedError``)
+   (``RepositoryCore.swap_ref``). A push that is not a fast-forward is refused (``PushRejectedError``)
    unless forced; a ref that moved meanwhile raises ``RefConflictError``. An interrupted
    sync leaves only unreferenced objects, and the next one sends what it left out.
 
