@@ -43,6 +43,7 @@ same commits: it copies nothing.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import gc
 import operator
 import os
@@ -285,7 +286,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             trees = {(t, ns): self._writes_tree(thread_branch(t, ns)) for t, ns, _, _ in found}
         return self._listing(found, trees)
 
-    def _listing(self, found: list[tuple[str, str, str, Commit]],
+    def _listing(self, found: builtins.list[tuple[str, str, str, Commit]],
                  trees: dict[tuple[str, str], ObjectId | None]) -> Iterator[CheckpointTuple]:
         """The tuples of ``found`` (see ``list``), built a batch at a time by one reader."""
         reader = Reader(self.repo.loader)
@@ -383,7 +384,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 lines = self._lines(branch)
                 doomed = {c.id for c in lines.by_id.values() if c.metadata.get("run_id") in runs}
                 if doomed:
-                    self._rewrite(branch, lines, lambda c, gone=doomed: c.id not in gone)
+                    self._rewrite(branch, lines, _not_in(doomed))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Make thread ``target_thread_id`` hold what ``source_thread_id`` holds: its
@@ -413,7 +414,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 for _, _, branch in self._branches(str(thread_id)):
                     latest = self._latest(branch)
                     if latest is not None:
-                        self._rewrite(branch, self._lines(branch), lambda c, keep=latest.id: c.id == keep)
+                        self._rewrite(branch, self._lines(branch), _only(latest.id))
 
     # -- versions -----------------------------------------------------------------------
 
@@ -513,10 +514,10 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             oid = commit.parent
         return None
 
-    def _branches(self, thread_id: str | None) -> list[tuple[str, str, str]]:
+    def _branches(self, thread_id: str | None) -> builtins.list[tuple[str, str, str]]:
         """(thread id, namespace, branch) of every thread branch, or of one thread's."""
         out = []
-        names = self.repo.branches()
+        names: Iterable[str] = self.repo.branches()
         if thread_id is not None:
             root = thread_branch(thread_id)
             names = dict.fromkeys(self._family(root, names))
@@ -529,7 +530,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 continue  # not a name thread_branch makes
         return out
 
-    def _family(self, root: str, branches: Iterable[str] | None = None) -> list[str]:
+    def _family(self, root: str, branches: Iterable[str] | None = None) -> builtins.list[str]:
         """A thread's branches, namespaces, forks and writes included, deepest first."""
         names = self.repo.branches() if branches is None else branches
         return sorted((b for b in names if b == root or b.startswith(root + "/")), reverse=True)
@@ -554,7 +555,8 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         same version."""
         given = checkpoint["channel_values"]
         values: dict[str, Any] = {}
-        parent_view = parent_versions = None
+        parent_view = None
+        parent_versions: dict[str, Any] = {}
         for channel, version in checkpoint["channel_versions"].items():
             if channel in new_versions or channel in given:
                 if channel in given:
@@ -589,11 +591,11 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                     repo.reset(branch, parent.id)
                     commit = self._commit_values(branch, values, meta, message, where)
                 else:
-                    head = repo.refs.get_symbolic("HEAD")
+                    on_head = repo.refs.get_symbolic("HEAD")
                     self._delete_branch(branch)
                     commit = self._commit_values(branch, values, meta, message, where, parents=())
-                    if head == HEADS + branch:
-                        repo.refs.set_symbolic("HEAD", head)
+                    if on_head == HEADS + branch:
+                        repo.refs.set_symbolic("HEAD", on_head)
         lines.heads = self._heads(branch)
         lines.by_id[meta[KEY]["id"]] = commit
         self._lines_cache[branch] = lines
@@ -723,7 +725,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         steps = path_steps(error)
         if not steps or steps[0] not in values or is_serialized(values[steps[0]]):
             raise error
-        channel = steps[0]
+        channel: str = steps[0]
         self._wrapped[(branch, channel)] = type(values[channel])
         return channel
 
@@ -742,17 +744,19 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             state = self.repo.state(branch + WRITES)
         return _keep_recent(self._write_states, branch, state)
 
-    def _stored_writes(self, branch: str, checkpoint_id: str) -> list[list[Any]]:
+    def _stored_writes(self, branch: str, checkpoint_id: str) -> builtins.list[builtins.list[Any]]:
         """The writes kept for a checkpoint, as committed (not handed out by the working
         copy, which would then watch them at every snapshot)."""
         tree = self._writes_tree(branch)
         if tree is None:
             return []
         found = Reader(self.repo.loader).lookup_path(tree, (_PAST, checkpoint_id))
-        return [] if found is MISSING else found
+        writes: builtins.list[builtins.list[Any]] = [] if found is MISSING else found
+        return writes
 
-    def _snapshot_writes(self, branch: str, checkpoint_id: str, stored: list[list[Any]], new: list[list[Any]],
-                         replaced: dict[int, list[Any]], thread_id: str, message: str) -> None:
+    def _snapshot_writes(self, branch: str, checkpoint_id: str, stored: builtins.list[builtins.list[Any]],
+                         new: builtins.list[builtins.list[Any]], replaced: dict[int, builtins.list[Any]], thread_id: str,
+                         message: str) -> None:
         """Commit the writes: new ones appended (copies: nothing stays watched), replaced
         ones set; the checkpoint's writes again under ``"latest"``, the same object, so each
         step's writes are stored as a delta of the step before's."""
@@ -818,7 +822,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             for ref in self._heads(branch):
                 self._delete_branch(ref[len(HEADS):])
             with_child = {c.parent for c in kept.values()}
-            leaves = sorted((c for c in kept.values() if c.id not in with_child), key=_checkpoint_id, reverse=True)
+            leaves = sorted((c for c in kept.values() if c.id not in with_child), key=lambda c: _checkpoint_id(c) or "", reverse=True)
             if not leaves:
                 if repo.refs.get(HEADS + branch + WRITES) is not None:
                     self._delete_branch(branch + WRITES)
@@ -874,14 +878,25 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             if entries is not MISSING:
                 entries = sorted(entries, key=lambda e: writes_sort_key(e[3], e[0], e[4]))
                 pending = [(e[0], e[1], from_stored(decode(e[2], serde))) for e in entries]
-        parent_config = None
+        parent_config: RunnableConfig | None = None
         if commit.parent is not None:
             parent_id = _checkpoint_id(self.repo.get_commit(commit.parent, walking=True))
             if parent_id is not None:
                 parent_config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace,
                                                   "checkpoint_id": parent_id}}
-        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": checkpoint_id}}
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace,
+                                                   "checkpoint_id": checkpoint_id}}
         return CheckpointTuple(config, checkpoint, meta, parent_config, pending)
+
+
+def _not_in(ids: set[ObjectId]) -> Callable[[Commit], bool]:
+    """What ``_rewrite`` keeps to drop the commits ``ids``."""
+    return lambda commit: commit.id not in ids
+
+
+def _only(oid: ObjectId) -> Callable[[Commit], bool]:
+    """What ``_rewrite`` keeps to keep the commit ``oid`` alone."""
+    return lambda commit: commit.id == oid
 
 
 def _keep_recent(cache: dict[str, T], key: str, value: T) -> T:
