@@ -630,3 +630,148 @@ def test_reads_verify_what_the_backend_returns(stack: Stores) -> None:
         with pytest.raises(CorruptObjectError) as info:
             reader.get(oid)
         assert info.value.object_id == oid
+
+
+# -- capabilities: declared, working, and the undeclared ones never called ---------------------
+
+
+def _location(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if kind == "memory":
+        return "memory://"
+    if kind == "s3":
+        return str(request.getfixturevalue("s3_url"))
+    return str(tmp_path / "capabilities.snapvc")
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "s3"])
+def test_every_backend_declares_its_capabilities_and_each_declared_one_works(
+        kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Each raw store and commit index states what it can do; what it states works, and
+    what it does not state raises ``UnsupportedOperationError`` (a ``NotImplementedError``)."""
+    from snapvc.backends.open import open_backend
+    from snapvc.errors import UnsupportedOperationError
+    from snapvc.objects import Commit
+    from snapvc.store.base import RawObjectStore, StoreCapabilities
+    from snapvc.store.commit_index import CommitIndex, CommitIndexCapabilities
+
+    location = _location(kind, tmp_path, request)
+    clock = FakeClock()
+    backend = open_backend(location, clock=clock)
+    other = open_backend(location, clock=clock) if kind != "memory" else backend  # a second client
+    try:
+        assert isinstance(backend.objects, RawObjectStore) and isinstance(backend.commits, CommitIndex)
+        caps = backend.objects.capabilities
+        assert type(caps) is StoreCapabilities
+        assert caps == {"memory": StoreCapabilities(dictionaries=True, refresh=False),
+                        "sqlite": StoreCapabilities(dictionaries=True, refresh=False),
+                        "s3": StoreCapabilities(dictionaries=True, refresh=True)}[kind]
+
+        # dictionaries: a dictionary put keeps its number and bytes, also for another client
+        number = backend.objects.put_dictionary(b"a dictionary")
+        assert backend.objects.dictionaries()[number] == b"a dictionary"
+        assert other.objects.dictionaries()[number] == b"a dictionary"
+
+        # refresh: what another client stored is known here after it (and at once without it)
+        oid, frame = blob(b"stored by the other client")
+        backend.objects.has_many([])  # this client has looked once
+        with other.transaction():
+            other.objects.put_many([(oid, frame)])
+        if caps.refresh:
+            backend.objects.refresh()
+        else:
+            with pytest.raises(UnsupportedOperationError, match="refresh"):
+                backend.objects.refresh()
+        assert backend.objects.has_many([oid]) == {oid}
+
+        # touch: a commit no ref reaches gets an age, by touch or by add itself
+        index_caps = backend.commits.capabilities
+        assert type(index_caps) is CommitIndexCapabilities
+        assert index_caps.touch is (kind != "s3")
+        commit, _ = Commit.create(tree=oid, parents=(), author="a", timestamp_us=0, message="m", metadata={}, generation=1)
+        with backend.transaction():
+            backend.commits.add(commit)
+            if index_caps.touch:
+                backend.commits.touch([commit.id])
+            else:
+                with pytest.raises(UnsupportedOperationError, match="touch"):
+                    backend.commits.touch([commit.id])
+        assert backend.commits.mtimes() == {commit.id: clock.now}
+    finally:
+        if other is not backend:
+            other.close()
+        backend.close()
+
+
+class _Declaring:
+    """A raw store over ``inner`` that declares only ``capabilities`` and fails the test
+    when an ability it does not declare is called (it does not raise the store's error, so
+    that a caller catching errors could not hide the call)."""
+
+    def __init__(self, inner: MemoryObjectStore, capabilities: object) -> None:
+        self.inner = inner
+        self.capabilities = capabilities
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        if name in ("dictionaries", "put_dictionary", "refresh"):
+            ability = "dictionaries" if name != "refresh" else "refresh"
+            if not getattr(self.capabilities, ability):
+                pytest.fail(f"{name} was called on a store that does not declare {ability!r}")
+            self.calls.append(name)
+        return getattr(self.inner, name)
+
+
+class _Untouchable:
+    """A commit index over ``inner`` that declares no ``touch`` and fails the test if it is called."""
+
+    def __init__(self, inner: object) -> None:
+        from snapvc.store.commit_index import CommitIndexCapabilities
+
+        self.inner = inner
+        self.capabilities = CommitIndexCapabilities(touch=False)
+
+    def touch(self, ids: object) -> None:
+        pytest.fail("touch was called on a commit index that does not declare it")
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def test_an_ability_a_store_does_not_declare_is_never_called() -> None:
+    """A repository over stores that declare nothing optional commits enough to train a
+    dictionary, commits without a ref, reads, syncs, gcs and checks itself, and calls none
+    of the abilities; a store that declares them gets them called."""
+    from snapvc.api import Repository, clone
+    from snapvc.backends.open import open_backend
+    from snapvc.store.base import StoreCapabilities
+    from snapvc.store.codec import CODEC_ZSTD_DICT, TRAIN_AFTER_BYTES
+
+    def run(capabilities: StoreCapabilities) -> tuple[_Declaring, Repository]:
+        backend = open_backend("memory://")
+        store = _Declaring(backend.objects, capabilities)  # type: ignore[arg-type]
+        backend.objects = store  # type: ignore[assignment]
+        backend.commits = _Untouchable(backend.commits)  # type: ignore[assignment]
+        repo = Repository(backend)
+        rnd = random.Random(7)
+        words = [f"word{i}" for i in range(400)]
+        state = {f"doc{i}": " ".join(rnd.choice(words) for _ in range(800)) for i in range(2 * TRAIN_AFTER_BYTES // 4000)}
+        repo.commit(state, message="enough prose to train a dictionary on")
+        repo.commit_tree({"x": 1}, message="no ref reaches it")
+        assert repo.checkout("main") == state
+        copy = clone(repo, "memory://")
+        assert copy.checkout("main") == state
+        repo.gc(grace=0)
+        assert repo.fsck().ok
+        return store, repo
+
+    plain, repo = run(StoreCapabilities())
+    assert plain.calls == []
+    frames = plain.inner.get_many(plain.inner.iter_ids())
+    assert frames and not any(frame[0] == CODEC_ZSTD_DICT for frame in frames.values())
+    repo.close()
+
+    keeping, repo = run(StoreCapabilities(dictionaries=True))
+    assert "put_dictionary" in keeping.calls and "refresh" not in keeping.calls
+    frames = keeping.inner.get_many(keeping.inner.iter_ids())
+    assert any(frame[0] == CODEC_ZSTD_DICT for frame in frames.values())
+    repo.close()
