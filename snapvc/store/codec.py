@@ -579,7 +579,8 @@ class CompressedStore:
                 if base is None:
                     raise CorruptObjectError(oid, f"its delta base {base_id} is missing")
             elif frame and frame[0] == CODEC_ZSTD_DICT:
-                dictionary = self._dictionary(oid, frame_dictionary(oid, frame))  # type: ignore[arg-type]
+                number = frame_dictionary(oid, frame)  # not None: this is a dictionary frame
+                dictionary = self._dictionary(oid, number) if number is not None else None
             data = decode_frame(oid, frame, base, dictionary)
             read.append((oid, data, frame_depth(frame)))
             out[oid] = data

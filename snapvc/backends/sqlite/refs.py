@@ -79,9 +79,9 @@ class SqliteRefStore:
         return None if row is None else self._target(name, row[0])
 
     def _target(self, name: str, raw: object) -> ObjectId:
-        if not _is_id(raw):
+        if not (type(raw) is bytes and len(raw) == ID_SIZE):
             raise self.file.damaged({f"ref {name!r}": f"its target {wrong(raw)}, not a 32-byte id"})
-        return ObjectId(raw)  # type: ignore[arg-type]
+        return ObjectId(raw)
 
     def list(self, prefix: str = "refs/") -> dict[str, ObjectId]:
         out: dict[str, ObjectId] = {}
@@ -182,10 +182,11 @@ class SqliteRefStore:
             row = self.file.conn.execute("SELECT target FROM symrefs WHERE name = ?", (name,)).fetchone()
         if row is None:
             return None
-        problem = _name_problem(row[0])
-        if problem is not None:
-            raise self.file.damaged({f"symbolic ref {name!r}": f"its target: {problem}"})
-        return row[0]  # type: ignore[no-any-return]
+        target = row[0]
+        problem = _name_problem(target)
+        if problem is not None or type(target) is not str:
+            raise self.file.damaged({f"symbolic ref {name!r}": f"its target: {problem or 'not text'}"})
+        return target
 
     def set_symbolic(self, name: str, target: str) -> None:
         check_symbolic_ref(name, target)
