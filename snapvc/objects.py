@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -73,7 +73,7 @@ def frozen_metadata(meta_json: bytes) -> Mapping[str, Any]:
 
 
 def _utc_from_us(us: int) -> datetime:
-    return datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc).replace(microsecond=us % 1_000_000)
+    return datetime.fromtimestamp(us // 1_000_000, tz=UTC).replace(microsecond=us % 1_000_000)
 
 
 # A commit's time is one that ``datetime`` can show (years 1 to 9999): well inside the

@@ -45,7 +45,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from snapvc.diff.changes import aligned_opcodes, format_path, plain_value, sequence_kind, short_repr, stored_elements
 from snapvc.encoding.reader import Loader, MapView, Part, SeqView, tree_root
@@ -132,7 +132,7 @@ class MergeResult:
         return f"merged as {self.commit.id.short}{extra}"
 
 
-Resolve = Union[None, Literal["ours", "theirs"], Callable[[Conflict], Any]]
+Resolve = Literal["ours", "theirs"] | Callable[[Conflict], Any] | None
 
 
 def check_resolve(resolve: Any) -> None:

@@ -22,6 +22,7 @@ exact JSON, with an index of what it saved and what it could not.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from collections.abc import Callable
@@ -175,7 +176,7 @@ def _read_all(repo: Versioned, progress: Progress) -> _Graph:
     _storage_read(graph, "the remotes", lambda: sync.remotes(repo), dict[str, sync.Remote]())
     parts = batches(ids)
     for batch in progress(parts, len(parts), "checking objects"):
-        _storage_read(graph, "the ages of objects", lambda: raw.mtimes(batch), dict[ObjectId, float]())
+        _storage_read(graph, "the ages of objects", functools.partial(raw.mtimes, batch), dict[ObjectId, float]())
         try:
             graph.bases.update(read_frames(raw, batch)[1])
             found, errors = read_batch(store, batch)
@@ -349,7 +350,7 @@ def fsck(repo: Versioned, progress: Progress = no_progress) -> FsckReport:
     reflog_entries = 0
     names: list[str] = _storage_read(graph, "the reflog", repo.refs.reflog_names, [], "bad-ref")
     for name in names:
-        entries: list[ReflogEntry] = _storage_read(graph, f"the reflog of {name}", lambda: repo.refs.reflog(name), [], "bad-ref")
+        entries: list[ReflogEntry] = _storage_read(graph, f"the reflog of {name}", functools.partial(repo.refs.reflog, name), [], "bad-ref")
         for n, entry in enumerate(entries):
             reflog_entries += 1
             for moved in (entry.new, entry.old):

@@ -8,7 +8,7 @@ named rather than silently skipped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
 from snapvc.encoding.nodes import children_of, decode_node
