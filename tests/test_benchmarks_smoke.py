@@ -241,6 +241,7 @@ def test_every_workload_is_in_the_suite() -> None:
     assert list(EXPECTED_CHECKS) == list(suite.WORKLOADS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXPECTED_CHECKS))
 def test_workload_reads_back_what_it_committed(sections, name: str) -> None:
     section = workload_section(sections, name)
@@ -251,6 +252,7 @@ def test_workload_reads_back_what_it_committed(sections, name: str) -> None:
         assert any(expected in check for check in section.checks), (expected, section.checks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXPECTED_CHECKS))
 def test_workload_reports_tables_and_summary_figures(sections, name: str) -> None:
     section = workload_section(sections, name)
@@ -270,6 +272,7 @@ def test_workload_reports_tables_and_summary_figures(sections, name: str) -> Non
     assert section.markdown()[0] == f"## {section.title}"
 
 
+@pytest.mark.slow
 @needs_peers
 def test_growth_table_has_every_point_for_snapvc_and_each_peer(sections) -> None:
     curve = sections["growth"].tables()[0]
@@ -278,6 +281,7 @@ def test_growth_table_has_every_point_for_snapvc_and_each_peer(sections) -> None
     assert "not run" not in " ".join(cell for row in curve.rows for cell in row)
 
 
+@pytest.mark.slow
 def test_large_state_reports_throughput_against_the_limits(sections) -> None:
     throughput, limits, commits, _ = sections["large-state"].tables()
     assert [row[0] for row in limits.rows][:3] == ["blake3", "zstd level 3 compress (one value per call)", "zstd decompress"]
@@ -293,6 +297,7 @@ def test_large_state_reports_throughput_against_the_limits(sections) -> None:
         assert state_row[1] == "State working copy not available"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["wide-map", "long-list"])
 def test_workload_shows_plain_and_state_commits_side_by_side(sections, name: str) -> None:
     commits = sections[name].tables()[0]
@@ -303,12 +308,14 @@ def test_workload_shows_plain_and_state_commits_side_by_side(sections, name: str
     assert figures.state_commit_median_s is not None and figures.state_commit_p99_s is not None
 
 
+@pytest.mark.slow
 @needs_peers
 def test_branching_compares_every_system(sections) -> None:
     forks = sections["branching"].tables()[0]
     assert [row[0] for row in forks.rows] == ["snapvc", "LangGraph SqliteSaver", "LangGraph InMemorySaver", "git"]
 
 
+@pytest.mark.slow
 @needs_peers
 def test_langgraph_compares_snapvc_saver_with_sqlite_saver_and_delta_channel(sections) -> None:
     savers = sections["langgraph"].tables()[0]
@@ -318,6 +325,7 @@ def test_langgraph_compares_snapvc_saver_with_sqlite_saver_and_delta_channel(sec
     assert all("22 checkpoints" in row[5] for row in savers.rows[:3])
 
 
+@pytest.mark.slow
 @needs_peers
 def test_langgraph_react_compares_snapvc_saver_with_in_memory_and_sqlite_savers(sections) -> None:
     savers = sections["langgraph-react"].tables()[0]
@@ -343,6 +351,7 @@ def test_react_script_is_deterministic_and_each_turn_its_own() -> None:
     assert b.tool_result("call_3").id == "tool-3" and 100 <= len(call.content) <= 1500
 
 
+@pytest.mark.slow
 def test_summary_and_page_hold_every_section(sections) -> None:
     summary = suite.summary_table(list(sections.values()))
     assert len(summary.rows) == len(sections)

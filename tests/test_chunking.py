@@ -424,6 +424,7 @@ def edit_container(rnd: random.Random, target: list[Any] | dict[str, Any],
             target[rnd.choice(keys)] = make(rnd, 1)
 
 
+@pytest.mark.slow
 def test_few_changes_to_a_large_map_match_encoding_from_scratch() -> None:
     """A large dict with a few values changed per commit is re-encoded by its changes
     alone (updating the remembered entry in place): still exactly the state, including
@@ -492,6 +493,7 @@ def test_a_large_container_changing_type_at_a_path_keeps_its_new_type(make: Call
     assert repo.get_commit(repo.resolve("main")).tree == fresh_tree({"items": make(items)})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("through_state", [False, True])
 def test_scattered_changes_to_a_large_map_match_encoding_from_scratch(through_state: bool) -> None:
     # Values of a few hundred bytes make a map of thousands of small leaves, where ten

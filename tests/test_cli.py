@@ -55,6 +55,7 @@ def repo_dir(tmp_path: Path) -> Path:
 # -- finding the repository ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_init_then_commands_find_the_repository_upwards(tmp_path: Path) -> None:
     done = run("init", "agent.snapvc", cwd=tmp_path)
     assert done.returncode == 0 and "Initialized empty snapvc repository" in done.stdout
@@ -69,6 +70,7 @@ def test_init_then_commands_find_the_repository_upwards(tmp_path: Path) -> None:
                                                                           "start"]
 
 
+@pytest.mark.slow
 def test_repo_option_and_environment_variable(repo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     elsewhere = tmp_path_factory.mktemp("elsewhere")
     by_option = run("log", "--oneline", "--repo", str(repo_dir / "agent.snapvc"), cwd=elsewhere)
@@ -94,6 +96,7 @@ def test_every_command_takes_repo_and_json() -> None:
 # -- commit and checkout ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_commit_from_a_file_and_from_stdin(tmp_path: Path) -> None:
     assert run("init", "a.snapvc", cwd=tmp_path).returncode == 0
     (tmp_path / "s.json").write_text(json.dumps({"messages": ["hi"], "plan": {"next": "search"}}))
@@ -113,6 +116,7 @@ def test_commit_from_a_file_and_from_stdin(tmp_path: Path) -> None:
         assert repo.checkout("other") == {"x": 1}
 
 
+@pytest.mark.slow
 def test_commit_refuses_bad_input_and_stores_nothing(tmp_path: Path) -> None:
     make_repo(tmp_path / "a.snapvc")
     (tmp_path / "bad.json").write_text('{"messages": [1, 2,,]}')
@@ -149,6 +153,7 @@ def test_checkout_output_commits_back_exactly(repo_dir: Path) -> None:
         assert tip.parents == (original.id,) and tip.tree == original.tree  # the same state, to the bit
 
 
+@pytest.mark.slow
 def test_checkout_prints_json_and_one_path(repo_dir: Path) -> None:
     whole = run("checkout", "main~2", cwd=repo_dir)
     assert json.loads(whole.stdout) == {"messages": [{"role": "user", "content": "hi"}], "step": 0, "doc": DOC}
@@ -162,6 +167,7 @@ def test_checkout_prints_json_and_one_path(repo_dir: Path) -> None:
 # -- show, log, diff, history, reflog -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_show_a_commit_and_a_value(repo_dir: Path) -> None:
     shown = run("show", "main", cwd=repo_dir)
     assert shown.returncode == 0
@@ -182,6 +188,7 @@ def test_show_a_commit_and_a_value(repo_dir: Path) -> None:
     assert {c["where"] for c in root["changes"]} == {"messages", "step", "doc"}
 
 
+@pytest.mark.slow
 def test_log_filters_and_json(repo_dir: Path) -> None:
     def messages(*args: str) -> list[str]:
         done = run("log", "--json", *args, cwd=repo_dir)
@@ -217,6 +224,7 @@ def test_log_graph_draws_forks_and_merges(repo_dir: Path) -> None:
     assert graph[2].endswith("(try-b) on b") and graph[5].endswith("(tag: v1) reply")
 
 
+@pytest.mark.slow
 def test_diff_as_a_tree_and_the_other_formats(repo_dir: Path) -> None:
     changed = run("diff", "main~1", "main", cwd=repo_dir)
     assert changed.returncode == 1
@@ -254,6 +262,7 @@ def test_diff_as_a_tree_and_the_other_formats(repo_dir: Path) -> None:
     assert both.returncode == 2 and "choose one" in both.stderr
 
 
+@pytest.mark.slow
 def test_history_of_a_path(repo_dir: Path) -> None:
     lines = run("history", "step", cwd=repo_dir).stdout.splitlines()
     assert [line.split()[3:5] for line in lines] == [["~", "2"], ["~", "1"], ["+", "0"]]
@@ -264,6 +273,7 @@ def test_history_of_a_path(repo_dir: Path) -> None:
     assert len(json.loads(run("history", "messages.1", "try-b", "--json", cwd=repo_dir).stdout)) == 1
 
 
+@pytest.mark.slow
 def test_reset_reflog_and_undo(repo_dir: Path) -> None:
     moved = run("reset", "main~2", cwd=repo_dir)
     assert moved.returncode == 0 and "main is now at" in moved.stdout and "snapvc reset main@{1}" in moved.stdout
@@ -281,6 +291,7 @@ def test_reset_reflog_and_undo(repo_dir: Path) -> None:
 # -- branches, tags, merges ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_branch_and_tag(repo_dir: Path) -> None:
     listing = run("branch", cwd=repo_dir).stdout.splitlines()
     assert listing[0].startswith("* main ") and listing[0].endswith(" edit")
@@ -301,6 +312,7 @@ def test_branch_and_tag(repo_dir: Path) -> None:
     assert run("tag", cwd=repo_dir).stdout.startswith("v1 ")
 
 
+@pytest.mark.slow
 def test_merge_conflicts_are_listed_by_path_and_nothing_is_written(repo_dir: Path) -> None:
     with snapvc.open(repo_dir / "agent.snapvc") as repo:
         tip = repo.resolve("main")
@@ -322,6 +334,7 @@ def test_merge_conflicts_are_listed_by_path_and_nothing_is_written(repo_dir: Pat
     assert "Fast-forward to" in run("merge", "main", "--into", "try-b", cwd=repo_dir).stdout
 
 
+@pytest.mark.slow
 def test_revert_and_cherry_pick(repo_dir: Path) -> None:
     reverted = run("revert", "main", cwd=repo_dir)
     assert reverted.returncode == 0 and "Revert made" in reverted.stdout
@@ -359,6 +372,7 @@ def test_errors_are_one_line_with_a_hint_and_exit_2(repo_dir: Path) -> None:
     assert usage.returncode == 2 and "Missing argument" in usage.stderr
 
 
+@pytest.mark.slow
 def test_shell_completion(repo_dir: Path) -> None:
     script = run("completion", "bash", cwd=repo_dir)
     assert script.returncode == 0 and "_SNAPVC_COMPLETE" in script.stdout and "complete " in script.stdout
@@ -369,6 +383,7 @@ def test_shell_completion(repo_dir: Path) -> None:
     assert "plain,log" in run(cwd=repo_dir, env=env).stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_the_readme_commands_run_on_the_demo_repository(tmp_path: Path) -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme[readme.index("## The command"):]

@@ -65,6 +65,7 @@ def test_checkout_into_a_missing_folder_names_the_file(repo_dir: Path) -> None:
     assert not (repo_dir / "missing-folder").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full, a device every write to fails with ENOSPC")
 def test_a_full_device_is_an_error_not_a_traceback(repo_dir: Path) -> None:
     refused(run("checkout", "-o", "/dev/full", cwd=repo_dir), "snapvc: error: /dev/full: No space left on device")
@@ -83,6 +84,7 @@ def test_no_permission_is_an_error_naming_the_file(repo_dir: Path) -> None:
             "snapvc: error: /sys/snapvc-state.json: Permission denied")
 
 
+@pytest.mark.slow
 def test_bad_paths_for_every_command_that_writes_files(repo_dir: Path) -> None:
     (repo_dir / "a-file").write_text("not a folder\n")
     (repo_dir / "a-folder").mkdir()
@@ -104,6 +106,7 @@ def test_bad_paths_for_every_command_that_writes_files(repo_dir: Path) -> None:
     assert list((repo_dir / "a-folder").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_numbers_past_every_limit(repo_dir: Path) -> None:
     refused(run("log", f"main@{{{HUGE}}}", cwd=repo_dir), f"main@{{{HUGE}}}: the reflog of refs/heads/main has only 3 entries")
     refused(run("checkout", f"main@{{{HUGE}}}", cwd=repo_dir), "has only 3 entries")
@@ -144,6 +147,7 @@ def test_a_shell_pipeline_into_head(tmp_path: Path) -> None:
     assert done.returncode == 141  # as 'git log | head' under pipefail
 
 
+@pytest.mark.slow
 def test_closed_standard_descriptors(repo_dir: Path) -> None:
     """'>&-', '<&-': the repository file must not take the free number 1 and receive the
     output; a closed stdin is empty, not a crash."""
@@ -161,6 +165,7 @@ def test_closed_standard_descriptors(repo_dir: Path) -> None:
 # -- what is not a repository stays as it is --------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_named_pipe_as_repository_is_refused_at_once(tmp_path: Path) -> None:
     with snapvc.open(tmp_path / "agent.snapvc") as repo:
         repo.commit({"a": 1})
@@ -177,6 +182,7 @@ def test_a_named_pipe_as_repository_is_refused_at_once(tmp_path: Path) -> None:
     refused(run("log", "--repo", "/dev/null", cwd=tmp_path, timeout=30), "'/dev/null' is a device")
 
 
+@pytest.mark.slow
 def test_an_empty_file_is_not_made_a_repository(tmp_path: Path) -> None:
     empty = tmp_path / "empty.snapvc"
     empty.write_bytes(b"")
@@ -236,6 +242,7 @@ def test_a_failed_checkout_output_leaves_the_old_file_intact(tmp_path: Path) -> 
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".tmp") == []
 
 
+@pytest.mark.slow
 def test_a_failed_salvage_leaves_the_older_files_intact(tmp_path: Path) -> None:
     with snapvc.open(tmp_path / "agent.snapvc") as repo:
         for step in range(120):
@@ -263,6 +270,7 @@ def test_deleting_heads_branch_says_why(repo_dir: Path) -> None:
     assert "already exists" not in done.stderr and "-f" not in done.stderr
 
 
+@pytest.mark.slow
 def test_missing_branches_are_named_with_what_needed_them(repo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     other = tmp_path_factory.mktemp("other") / "other.snapvc"
     snapvc.open(other).close()

@@ -19,6 +19,9 @@ import pytest
 
 from tests.test_cli import make_repo, run
 
+# The command in a pseudo-terminal, a process per run: seconds each.
+pytestmark = pytest.mark.slow
+
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

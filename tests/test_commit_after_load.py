@@ -60,6 +60,7 @@ def test_the_first_commit_after_reopening_encodes_the_change(tmp_path: Path, siz
         assert repo.get_commit(snapvc.ObjectId.from_hex(checkpoint.id)).tree == fresh_tree(dict(working))
 
 
+@pytest.mark.slow
 def test_values_changed_in_place_after_a_checkout_are_stored(tmp_path: Path) -> None:
     for seed in range(6):
         rnd = random.Random(seed)

@@ -129,6 +129,7 @@ def rebuilt(state: Any, path: tuple[Any, ...], change: Any) -> Any:
 SHAPES = ["in place", "rebuilt", "mixed"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", SHAPES)
 def test_random_edits_in_every_shape_match_encoding_from_scratch(shape: str) -> None:
     for seed in range(6):

@@ -294,6 +294,7 @@ def snapvc_command(*args: str, cwd: Path, stdin: str | None = None) -> subproces
                           timeout=60, env=env, input=stdin)
 
 
+@pytest.mark.slow
 def test_the_command_without_a_message_says_what_changed_and_every_command_works_after(tmp_path: Path) -> None:
     assert snapvc_command("init", "r.snapvc", cwd=tmp_path).returncode == 0
     states = ['{"a": 2, "messages": []}', '{"a": 3, "messages": ["hi"], "b": 1, "c": 2, "d": 3}',

@@ -11,8 +11,13 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 import snapvc
 from snapvc.errors import RefConflictError
+
+# Many writer processes and threads on one branch: seconds each.
+pytestmark = pytest.mark.slow
 
 PROCESSES = 8
 COMMITS = 50

@@ -24,8 +24,12 @@ from pathlib import Path
 
 import blake3
 import orjson
+import pytest
 
 import snapvc
+
+# Kills writer processes again and again: over a minute.
+pytestmark = pytest.mark.slow
 
 SEED = int(os.environ.get("SNAPVC_CRASH_SEED", random.randrange(2**32)))
 KILLS = int(os.environ.get("SNAPVC_CRASH_KILLS", "240"))

@@ -87,6 +87,7 @@ class Note:
     text: str
 
 
+@pytest.mark.slow
 def test_fsck_gc_and_clone_need_no_user_classes(tmp_path: Path) -> None:
     """The command line does not import the module that defines a stored dataclass: walks
     of the object graph read nodes' children, and never rebuild typed values."""

@@ -215,6 +215,7 @@ def root_level(repo: snapvc.Repository, path: str) -> int:
     return parts[0].level + 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("size", "seed"), [(40, 1), (300, 2), (3_000, 3), (8_000, 4)])
 def test_map_diff_replays_to_the_new_state(size: int, seed: int) -> None:
     rng = random.Random(seed)
@@ -229,6 +230,7 @@ def test_map_diff_replays_to_the_new_state(size: int, seed: int) -> None:
         assert root_level(repo, "entries") >= 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("size", "seed"), [(30, 5), (400, 6), (3_000, 7), (8_000, 8)])
 def test_list_diff_replays_to_the_new_state(size: int, seed: int) -> None:
     rng = random.Random(seed)
@@ -246,6 +248,7 @@ def test_list_diff_replays_to_the_new_state(size: int, seed: int) -> None:
         assert root_level(repo, "items") >= 2
 
 
+@pytest.mark.slow
 def test_diff_between_a_single_node_and_a_tree() -> None:
     repo = snapvc.open("memory://")
     small = {"m": {f"k{i}": i for i in range(5)}, "l": list(range(5))}
@@ -287,6 +290,7 @@ def cost_of(change: Callable[[dict[str, Any]], None], state: dict[str, Any]) -> 
     return objects_read(repo, "main~1", "main")
 
 
+@pytest.mark.slow
 def test_a_map_diff_reads_the_paths_to_the_changes() -> None:
     entries = {f"key-{i:06d}": {"n": i, "text": "x" * 40} for i in range(100_000)}
     picked = random.Random(9).sample(sorted(entries), 10)
@@ -301,6 +305,7 @@ def test_a_map_diff_reads_the_paths_to_the_changes() -> None:
     assert read < 200  # of about 1,800 objects in the state
 
 
+@pytest.mark.slow
 def test_a_list_diff_reads_the_appended_end() -> None:
     messages = [{"role": "user", "content": f"message {i}"} for i in range(200_000)]
 
@@ -359,6 +364,7 @@ def test_a_replaced_run_pairs_its_elements_and_compares_inside() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_an_insertion_in_a_long_list_reads_the_spine_around_it() -> None:
     inserted = {"role": "tool", "content": "in the middle"}
 
@@ -391,6 +397,7 @@ def test_a_state_in_memory_diffs_against_a_rev(tmp_path: Path) -> None:
         assert repo.stats().objects == objects  # nothing of a state in memory is stored
 
 
+@pytest.mark.slow
 def test_paths_limit_the_diff_and_what_it_reads() -> None:
     repo = snapvc.open("memory://")
     state = {"entries": {f"key-{i:06d}": {"n": i} for i in range(50_000)}, "plan": {"goal": "a", "steps": [1, 2]}}

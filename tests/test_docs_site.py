@@ -16,6 +16,9 @@ import pytest
 import snapvc
 from snapvc.cli.main import cli
 
+# Builds the whole documentation site with mkdocs: seconds.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 

@@ -46,6 +46,7 @@ def _check_all(repo: Repository, expected: dict[bytes, dict]) -> None:
         assert fresh.checkout(snapvc.ObjectId(oid)) == state
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sqlite", "memory"])
 def test_random_operations_under_write_faults_lose_nothing_committed(tmp_path: Path, kind: str) -> None:
     rng = random.Random(SEED)

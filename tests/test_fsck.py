@@ -137,6 +137,7 @@ def test_salvage_writes_every_whole_commit_and_leaves_out_the_damaged(tmp_path: 
     assert snapvc.from_jsonable(saved) == {**state, "messages": state["messages"][:3]}
 
 
+@pytest.mark.slow
 def test_fsck_and_gc_commands(tmp_path: Path) -> None:
     path = tmp_path / "agent.snapvc"
     _make(path)
@@ -175,6 +176,7 @@ def test_fsck_of_a_larger_repository_takes_little(tmp_path: Path) -> None:
     print(f"fsck: {report.objects} objects, {report.commits} commits in {seconds:.2f} s")
 
 
+@pytest.mark.slow
 def test_bad_blocks_are_found_never_a_crash_and_never_silent(tmp_path: Path) -> None:
     """64 random bytes written over a random page of the file, 30 times on fresh copies:
     fsck never raises; it names the damage (SQLite's integrity check, a corrupt object,

@@ -180,6 +180,7 @@ values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=20) | st.d
                       | st.tuples(inner, inner), max_leaves=40)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(keys, values, max_size=6))
 def test_every_state_comes_back_from_its_files(state: dict[str, object]) -> None:
@@ -257,6 +258,7 @@ def test_push_to_a_git_daemon(repo: snapvc.Repository, tmp_path: Path, git_daemo
 # -- the command ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_export_and_import_commands(repo: snapvc.Repository, tmp_path: Path) -> None:
     repo.close()
     done = run("export-git", "out.git", cwd=tmp_path)

@@ -17,9 +17,13 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import pytest
 
 from snapvc.cli.graph import GraphRow, graph_rows
 from snapvc.ids import ObjectId, hash_bytes
+
+# Many generated histories, and the command run on a reported one: seconds each.
+pytestmark = pytest.mark.slow
 
 
 @dataclass(frozen=True)

@@ -267,6 +267,7 @@ def test_log_paths_with_where_and_times(repo: snapvc.Repository) -> None:
 # -- what is read ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_history_reads_only_the_nodes_on_the_path() -> None:
     rng = random.Random(5)
     commits = 500

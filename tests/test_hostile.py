@@ -89,6 +89,7 @@ def test_random_bytes_as_objects(data: bytes) -> None:
     _decode_everything(data)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.sampled_from(SAMPLES), st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(1, 255)), min_size=1,
                                             max_size=4), st.integers(0, 8))
@@ -100,6 +101,7 @@ def test_mutated_real_objects(sample: bytes, flips: list[tuple[int, int]], cut: 
     _decode_everything(bytes(data[: len(data) - cut] if cut < len(data) else data))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st.text(max_size=20)
                     | st.binary(max_size=40), lambda inner: st.lists(inner, max_size=5)
@@ -123,6 +125,7 @@ def test_extension_values(code: int, payload: bytes) -> None:
 DICTIONARY = Dictionary(1, zstandard.train_dictionary(16 << 10, [s[:4096] for s in SAMPLES * 4]).as_bytes())
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.sampled_from(SAMPLES), st.integers(0, 1 << 20), st.integers(1, 255), st.integers(0, 3),
        st.integers(0, 12))
@@ -152,6 +155,7 @@ def test_damaged_frames(sample: bytes, at: int, mask: int, codec: int, cut: int)
 ATHERIS_RUNS = int(os.environ.get("SNAPVC_ATHERIS_RUNS", "200000"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("atheris") is None,
                     reason="atheris is not installed (it has wheels for Linux x86_64 only)")
 def test_coverage_guided_fuzzing_of_the_decoders(tmp_path: Path) -> None:
@@ -171,6 +175,7 @@ def test_coverage_guided_fuzzing_of_the_decoders(tmp_path: Path) -> None:
     TRIED["atheris (coverage-guided)"] = ATHERIS_RUNS
 
 
+@pytest.mark.slow
 def test_a_decompression_bomb_is_refused_without_inflating_it() -> None:
     bomb = zstandard.ZstdCompressor(level=19).compress(b"\0" * (256 << 20))  # 256 MiB in ~8 KB
     assert len(bomb) < 64 << 10

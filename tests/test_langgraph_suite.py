@@ -31,6 +31,9 @@ from pathlib import Path
 
 import pytest
 
+# LangGraph's own checkpointer suite: minutes.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_DIR = ROOT / "tests" / "langgraph_suite"
 LANGGRAPH = "1.2.22"  # the same as pyproject.toml's test extra pins

@@ -488,6 +488,7 @@ def changed_on_both(case: Case, key: str, conflicts: list[Conflict]) -> bool:
             and not any(c.path[:1] == (key,) for c in conflicts))
 
 
+@pytest.mark.slow
 def test_large_stored_merges_follow_the_rules() -> None:
     reached: Counter[str] = Counter()
 

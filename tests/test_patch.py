@@ -124,6 +124,7 @@ def pairs(draw: st.DrawFn, json_only: bool = False) -> tuple[dict[str, Any], dic
 # -- the laws ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @LAWS
 @given(pairs())
 def test_applying_a_diff_gives_the_target(pair: tuple[Any, Any]) -> None:
@@ -139,6 +140,7 @@ def test_applying_a_diff_of_any_two_values(a: Any, b: Any) -> None:
     assert same(apply_changes(a, diff_values(a, b)), b)
 
 
+@pytest.mark.slow
 @LAWS
 @given(pairs(json_only=True))
 def test_a_json_patch_of_a_diff_gives_the_target(pair: tuple[Any, Any]) -> None:
@@ -157,6 +159,7 @@ def test_a_value_has_no_diff_with_itself(a: Any) -> None:
     assert list(diff_values(a, copy.deepcopy(a))) == []
 
 
+@pytest.mark.slow
 @settings(LAWS, max_examples=100)
 @given(pairs())
 def test_the_stored_diff_equals_the_diff_in_memory(pair: tuple[Any, Any]) -> None:

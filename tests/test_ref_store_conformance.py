@@ -220,6 +220,7 @@ def test_values_must_be_ids(store: RefStore) -> None:
     assert type(store.get(MAIN)) is ObjectId
 
 
+@pytest.mark.slow
 def test_threads_lose_no_update(store: RefStore) -> None:
     def work() -> None:
         done = 0
@@ -271,6 +272,7 @@ _WORKER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "workers", "times"), [("sqlite", 2, 50), ("s3", 3, 25)])
 def test_processes_racing_on_one_ref_lose_no_update(kind: str, workers: int, times: int, tmp_path: Path,
                                                     request: pytest.FixtureRequest) -> None:

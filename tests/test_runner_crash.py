@@ -16,6 +16,9 @@ import pytest
 
 import snapvc
 
+# Kills a runner process mid-run and resumes it: about a second each.
+pytestmark = pytest.mark.slow
+
 STEPS = 50
 
 # The job: each step appends its index to a list in the state, and logs "start i" when it

@@ -13,6 +13,9 @@ import pytest
 import snapvc
 from tests.seaweed import SKIP_REASON, SeaweedServer, weed_binary
 
+# Starts a SeaweedFS server of its own: seconds.
+pytestmark = pytest.mark.slow
+
 CALLERS = {"AWS_ACCESS_KEY_ID": "caller-key", "AWS_SECRET_ACCESS_KEY": "caller-secret",
            "AWS_SESSION_TOKEN": "caller-token", "AWS_REGION": "eu-west-3", "AWS_DEFAULT_REGION": "eu-west-3"}
 

@@ -11,7 +11,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import snapvc
+
+# Eight processes on one S3 repository: seconds.
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 100

@@ -229,6 +229,7 @@ _WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_gc_in_a_loop_beside_two_writers_at_the_minimum_grace_loses_nothing(s3_url: str) -> None:
     snapvc.open(s3_url).close()
     writers = [

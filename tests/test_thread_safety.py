@@ -226,6 +226,7 @@ def _in_child(name: str, folder: Path) -> str:
     return proc.stdout.strip()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(STRESSES))
 def test_threads_commit_and_check_out_at_once(tmp_path: Path, name: str) -> None:
     started = time.perf_counter()

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 AGENT = '''
 import dataclasses, json, sys
 import snapvc
@@ -49,6 +51,7 @@ def _run(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.Complete
     return subprocess.run([sys.executable, *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_the_command_shows_diffs_merges_and_commits_values_whose_classes_it_lacks(tmp_path: Path) -> None:
     (tmp_path / "agent.py").write_text(AGENT)
     repo = str(tmp_path / "t.snapvc")

@@ -481,6 +481,7 @@ def reversed_order(value: Any) -> Any:
     return value
 
 
+@pytest.mark.slow
 def test_round_trip_and_same_tree_whatever_the_insertion_order(tmp_path: Path) -> None:
     reached: Counter[str] = Counter()
     files = iter(range(1_000_000))
@@ -636,6 +637,7 @@ def test_large_map_history_independence() -> None:
     assert repo.checkout("main")["m"] == {f"key {i:05d}": element(i) for i in range(n)}
 
 
+@pytest.mark.slow
 def test_long_text_history_independence() -> None:
     doc = random_text(60_000)
     direct = tree_of({"doc": doc})
