@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 import orjson
@@ -55,9 +55,10 @@ def _read_state(source: str) -> dict[str, Any]:
         raise click.BadParameter(f"{where} holds a JSON {type(parsed).__name__}; a state is a JSON object "
                                  '(e.g. {"messages": []})', param_hint="FILE")
     try:
-        return snapvc.from_jsonable(parsed, where)
+        state: dict[str, Any] = snapvc.from_jsonable(parsed, where)  # a JSON object comes back a dict
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="FILE") from None
+    return state
 
 
 def _summary(repo: snapvc.Repository, branch_name: str | None, state: dict[str, Any]) -> str:
@@ -270,7 +271,7 @@ _STRATEGY = click.option("-s", "--strategy", type=click.Choice(["ours", "theirs"
 @click.option("--no-ff", is_flag=True, help="make a merge commit even when a fast-forward would do")
 @pass_output
 def merge(out: Output, repo_path: str | None, as_json: bool, source: str, into: str | None, message: str | None,
-          strategy: str | None, no_ff: bool) -> None:
+          strategy: Literal["ours", "theirs"] | None, no_ff: bool) -> None:
     """Merge SOURCE into a branch: three-way, key by key and list by list. Conflicts
     are listed by path and nothing is written (exit 1)."""
     with open_repo(repo_path) as repo:
@@ -287,7 +288,7 @@ def merge(out: Output, repo_path: str | None, as_json: bool, source: str, into: 
 @_STRATEGY
 @pass_output
 def revert(out: Output, repo_path: str | None, as_json: bool, rev: str, branch_name: str | None, mainline: int,
-           strategy: str | None) -> None:
+           strategy: Literal["ours", "theirs"] | None) -> None:
     """Commit the undoing of REV's changes on a branch."""
     with open_repo(repo_path) as repo:
         _report(out, as_json, repo.revert(rev, branch=branch_name, resolve=strategy, mainline=mainline), "Revert")
@@ -302,7 +303,7 @@ def revert(out: Output, repo_path: str | None, as_json: bool, rev: str, branch_n
 @_STRATEGY
 @pass_output
 def cherry_pick(out: Output, repo_path: str | None, as_json: bool, rev: str, onto: str | None, mainline: int,
-                strategy: str | None) -> None:
+                strategy: Literal["ours", "theirs"] | None) -> None:
     """Apply REV's changes onto a branch as a new commit."""
     with open_repo(repo_path) as repo:
         _report(out, as_json, repo.cherry_pick(rev, onto=onto, resolve=strategy, mainline=mainline), "Cherry-pick")

@@ -186,7 +186,7 @@ def _name_stdout_errors() -> None:
         old.flush()
     sys.stdout = io.TextIOWrapper(io.BufferedWriter(_StandardOutput(1, "w", closefd=False)),
                                   encoding=old.encoding if old else "utf-8", errors=old.errors if old else "strict",
-                                  line_buffering=old.line_buffering if old else False)
+                                  line_buffering=bool(old.line_buffering) if old else False)
 
 
 def _drop_stdout() -> None:

@@ -7,6 +7,8 @@ S3 credentials and endpoint come from the environment: ``AWS_ACCESS_KEY_ID``,
 
 from __future__ import annotations
 
+from typing import Literal
+
 import click
 from rich.markup import escape
 
@@ -126,7 +128,7 @@ def fetch(out: Output, repo_path: str | None, as_json: bool, remote_name: str, b
 @_region
 @pass_output
 def pull(out: Output, repo_path: str | None, as_json: bool, remote_name: str, branch: str | None,
-         strategy: str | None, endpoint: str | None, region: str | None) -> None:
+         strategy: Literal["ours", "theirs"] | None, endpoint: str | None, region: str | None) -> None:
     """Fetch BRANCH (default: HEAD's) from REMOTE and merge it into the local branch
     (a fast-forward, or a three-way merge). With conflicts left nothing is written
     and they are listed (exit 1)."""
