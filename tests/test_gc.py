@@ -14,7 +14,7 @@ from snapvc import Keep
 from snapvc.errors import UnknownRevisionError
 from snapvc.maintenance.gc import plan_gc, sweep
 from snapvc.maintenance.graph import ref_roots
-from snapvc.repository.core import format_bytes
+from snapvc.maintenance.stats import format_bytes
 
 HOUR = 3600.0
 
