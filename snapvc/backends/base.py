@@ -67,7 +67,10 @@ class Backend(ABC):
     """The stores of one location and what spans them. ``objects``, ``refs`` and
     ``commits`` may be replaced after opening (a ``FaultyStore`` around ``objects``)."""
 
-    def __init__(self, location: str, objects: RawObjectStore, refs: RefStore, commits: CommitIndex) -> None:
+    def __init__(self, location: str, objects: RawObjectStore, refs: RefStore, commits: CommitIndex, *,
+                 durability: str = "normal") -> None:
+        check_durability(durability)  # refused on every backend as a file's would be
+        self._durability = durability
         self.location = location
         self.objects = objects  # the raw store: frames in, frames out
         self.refs = refs
@@ -100,14 +103,16 @@ class Backend(ABC):
         """Keep a setting in the repository."""
 
     @property
-    @abstractmethod
     def durability(self) -> str:
-        """The durability mode (``snapvc.backends.sqlite.file``); a backend without modes
-        to choose from keeps the name it was given."""
+        """The durability mode (``snapvc.backends.sqlite.file``). A backend without modes
+        to choose from (memory; S3, where a PUT that returned is durable) keeps the name
+        it was given."""
+        return self._durability
 
-    @abstractmethod
     def set_durability(self, durability: str) -> None:
         """Change the durability mode from the next write on (refusing an unknown one)."""
+        check_durability(durability)
+        self._durability = durability
 
     def reusable(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
         """The subset of ``ids`` a write may skip as stored instead of putting them again:

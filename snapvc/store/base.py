@@ -31,7 +31,8 @@ from typing import Protocol, runtime_checkable
 from snapvc.errors import UnsupportedOperationError
 from snapvc.ids import ObjectId
 
-__all__ = ["ObjectStore", "RawObjectStore", "CanonicalStore", "StoreCapabilities", "StoreSizes", "unsupported"]
+__all__ = ["ObjectStore", "RawObjectStore", "CanonicalStore", "StoreCapabilities", "StoreSizes", "unsupported",
+           "with_prefix"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,3 +157,16 @@ class CanonicalStore(ObjectStore, Protocol):
         """Drop every cache (a gc may have deleted what they hold; dictionaries may have
         been added by a sync)."""
         ...
+
+
+def with_prefix(ids: Iterable[ObjectId], hex_prefix: str, limit: int) -> list[ObjectId]:
+    """The first ``limit`` of ``ids`` whose hex starts with ``hex_prefix``: the prefix
+    lookup of a store that keeps its ids in memory (two found are enough to call a
+    prefix ambiguous)."""
+    found = []
+    for oid in ids:
+        if oid.hex.startswith(hex_prefix):
+            found.append(oid)
+            if len(found) >= limit:
+                break
+    return found

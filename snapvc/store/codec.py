@@ -41,12 +41,13 @@ import array
 import os
 import threading
 from collections.abc import Iterable, Iterator
+from typing import Generic, TypeVar
 
 import zstandard
 
 from snapvc.errors import CorruptObjectError, InvalidArgumentError, InvalidObjectIdError, ObjectNotFoundError
 from snapvc.ids import ObjectId, hash_bytes
-from snapvc.store.base import CanonicalStore, RawObjectStore, StoreSizes
+from snapvc.store.base import CanonicalStore, ObjectStore, RawObjectStore, StoreSizes
 
 __all__ = [
     "CompressedStore", "VerifiedStore", "open_object_store", "encode_frame", "encode_delta_frame", "decode_frame",
@@ -311,7 +312,49 @@ class _DictionaryUnusable(Exception):
     turns this into a ``CorruptObjectError`` naming its object; a writer writes without it."""
 
 
-class CompressedStore:
+_Inner = TypeVar("_Inner", bound=ObjectStore)
+
+
+class _PassThrough(Generic[_Inner]):
+    """What a wrapper forwards unchanged to the store it wraps (``inner``): the wrappers
+    below override only what they change."""
+
+    def __init__(self, inner: _Inner) -> None:
+        self.inner = inner
+
+    def has_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
+        return self.inner.has_many(ids)
+
+    def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
+        return self.inner.ids_with_prefix(hex_prefix, limit)
+
+    def iter_ids(self) -> Iterator[ObjectId]:
+        return self.inner.iter_ids()
+
+    def mtimes(self, ids: Iterable[ObjectId]) -> dict[ObjectId, float]:
+        return self.inner.mtimes(ids)
+
+    def delete_many(self, ids: Iterable[ObjectId]) -> int:
+        return self.inner.delete_many(ids)
+
+    def sizes(self) -> StoreSizes:
+        return self.inner.sizes()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
+        return self.inner.get_many(ids)
+
+    def get(self, oid: ObjectId) -> bytes:
+        found = self.get_many((oid,))
+        try:
+            return found[oid]
+        except KeyError:
+            raise ObjectNotFoundError(oid) from None
+
+
+class CompressedStore(_PassThrough[RawObjectStore]):
     """Canonical bytes in, frames to the backend; frames from the backend, canonical bytes out.
 
     ``put_many(items, bases)`` may store an object as a delta against the base named for
@@ -329,7 +372,7 @@ class CompressedStore:
     """
 
     def __init__(self, inner: RawObjectStore, cache_bytes: int = 16 << 20) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._recent: dict[bytes, tuple[bytes, int]] = {}  # id -> (canonical bytes, depth)
         self._recent_size = 0
         self._cache_bytes = cache_bytes
@@ -347,33 +390,6 @@ class CompressedStore:
         self._train_at = TRAIN_AFTER_BYTES
         self._train_attempts = 0
         self._lock = threading.Lock()
-
-    # -- what passes through unchanged ----------------------------------------------------
-
-    def has_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
-        return self.inner.has_many(ids)
-
-    def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
-        return self.inner.ids_with_prefix(hex_prefix, limit)
-
-    def iter_ids(self) -> Iterator[ObjectId]:
-        return self.inner.iter_ids()
-
-    def mtimes(self, ids: Iterable[ObjectId]) -> dict[ObjectId, float]:
-        return self.inner.mtimes(ids)
-
-    def sizes(self) -> StoreSizes:
-        return self.inner.sizes()
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def get(self, oid: ObjectId) -> bytes:
-        found = self.get_many((oid,))
-        try:
-            return found[oid]
-        except KeyError:
-            raise ObjectNotFoundError(oid) from None
 
     # -- dictionaries ---------------------------------------------------------------------
 
@@ -656,12 +672,9 @@ class CompressedStore:
         return out
 
 
-class VerifiedStore:
+class VerifiedStore(_PassThrough[CanonicalStore]):
     """Checks on every read that the bytes hash to the id asked for (invariant 6); all
     else passes to the ``CanonicalStore`` below (``CompressedStore``)."""
-
-    def __init__(self, inner: CanonicalStore) -> None:
-        self.inner = inner
 
     def put_many(self, items: Iterable[tuple[ObjectId, bytes]], bases: dict[ObjectId, ObjectId] | None = None) -> None:
         self.inner.put_many(items, bases)
@@ -673,34 +686,6 @@ class VerifiedStore:
     def forget_all(self) -> None:
         """Drop every cache below (a gc ran)."""
         self.inner.forget_all()
-
-    def has_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
-        return self.inner.has_many(ids)
-
-    def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
-        return self.inner.ids_with_prefix(hex_prefix, limit)
-
-    def iter_ids(self) -> Iterator[ObjectId]:
-        return self.inner.iter_ids()
-
-    def mtimes(self, ids: Iterable[ObjectId]) -> dict[ObjectId, float]:
-        return self.inner.mtimes(ids)
-
-    def delete_many(self, ids: Iterable[ObjectId]) -> int:
-        return self.inner.delete_many(ids)
-
-    def sizes(self) -> StoreSizes:
-        return self.inner.sizes()
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def get(self, oid: ObjectId) -> bytes:
-        found = self.get_many((oid,))
-        try:
-            return found[oid]
-        except KeyError:
-            raise ObjectNotFoundError(oid) from None
 
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
         found = self.inner.get_many(ids)

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from snapvc.backends.base import Backend, check_durability
+from snapvc.backends.base import Backend
 from snapvc.backends.memory.commit_index import MemoryCommitIndex
 from snapvc.backends.memory.objects import MemoryObjectStore
 from snapvc.backends.memory.refs import MemoryRefStore
@@ -22,9 +22,7 @@ class MemoryBackend(Backend):
 
     def __init__(self, objects: MemoryObjectStore, refs: MemoryRefStore, commits: MemoryCommitIndex, *,
                  durability: str = "normal") -> None:
-        super().__init__(MEMORY_URL, objects, refs, commits)
-        check_durability(durability)  # refused as a file's would be, and kept as set_durability keeps it
-        self._durability = durability
+        super().__init__(MEMORY_URL, objects, refs, commits, durability=durability)
         self._lock = threading.RLock()
         self._gc_epoch = 0  # the count of gc sweeps (SQLite keeps it in its file)
         self._settings: dict[str, str] = {}
@@ -46,14 +44,6 @@ class MemoryBackend(Backend):
     def set_setting(self, key: str, value: str) -> None:
         self._settings = {**self._settings, key: value}
 
-    @property
-    def durability(self) -> str:
-        """A memory backend has no durability to choose: it keeps the name it was given."""
-        return self._durability
-
-    def set_durability(self, durability: str) -> None:
-        check_durability(durability)
-        self._durability = durability
 
 
 def open_memory_backend(*, durability: str = "normal", clock: Callable[[], float] | None = None) -> MemoryBackend:

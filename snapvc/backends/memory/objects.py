@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from snapvc.errors import ObjectNotFoundError
 from snapvc.ids import ObjectId
-from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported
+from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported, with_prefix
 
 __all__ = ["MemoryObjectStore"]
 
@@ -47,13 +47,7 @@ class MemoryObjectStore:
         return {oid for oid in ids if oid in self._data}
 
     def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
-        found = []
-        for oid in self._data:
-            if oid.hex.startswith(hex_prefix):
-                found.append(oid)
-                if len(found) >= limit:
-                    break
-        return found
+        return with_prefix(self._data, hex_prefix, limit)
 
     def iter_ids(self) -> Iterator[ObjectId]:
         return iter(list(self._data))

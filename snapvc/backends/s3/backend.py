@@ -56,11 +56,9 @@ class S3Backend(Backend):
 
     def __init__(self, location: str, client: S3Client, packs: Packs, refs: S3RefStore, *,
                  durability: str = "normal") -> None:
-        super().__init__(location, S3ObjectStore(packs), refs, S3CommitIndex(packs))
-        check_durability(durability)
+        super().__init__(location, S3ObjectStore(packs), refs, S3CommitIndex(packs), durability=durability)
         self.client = client
         self.packs = packs
-        self._durability = durability
         self._lock = threading.RLock()
         self._epoch_read: tuple[float, int] | None = None
         self._epoch_seen: int | None = None  # the epoch last read, kept when a read expires
@@ -126,14 +124,6 @@ class S3Backend(Backend):
     def set_setting(self, key: str, value: str) -> None:
         write_meta(self.client, f"setting-{key}", value)
 
-    @property
-    def durability(self) -> str:
-        """Accepted for symmetry and kept as given: a PUT that returned is durable on the server."""
-        return self._durability
-
-    def set_durability(self, durability: str) -> None:
-        check_durability(durability)
-        self._durability = durability
 
     def repack(self) -> int:
         """Merge the small packs (a pack per commit made straight to S3) into large ones,

@@ -9,7 +9,7 @@ from snapvc.backends.s3.client import PreconditionFailed
 from snapvc.backends.s3.packs import Packs
 from snapvc.errors import ObjectNotFoundError
 from snapvc.ids import ObjectId
-from snapvc.store.base import StoreCapabilities, StoreSizes
+from snapvc.store.base import StoreCapabilities, StoreSizes, with_prefix
 
 __all__ = ["S3ObjectStore"]
 
@@ -66,13 +66,7 @@ class S3ObjectStore:
 
     def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
         self.packs.refresh()
-        found = []
-        for oid in list(self.packs.objects):
-            if oid.hex.startswith(hex_prefix):
-                found.append(oid)
-                if len(found) >= limit:
-                    break
-        return found
+        return with_prefix(list(self.packs.objects), hex_prefix, limit)
 
     def iter_ids(self) -> Iterator[ObjectId]:
         self.packs.refresh()
