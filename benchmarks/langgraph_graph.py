@@ -156,7 +156,7 @@ def build_graph(run: AgentRun, steps: int, *, delta: bool = False) -> Any:
     return builder
 
 
-def _timed(cls: type) -> type:
+def timed_saver(cls: type) -> type:
     """``cls`` with every ``put`` timed into ``put_times``."""
 
     class Timed(cls):  # type: ignore[misc, valid-type]
@@ -200,10 +200,10 @@ def _run(part: str, scale: Scale, seed: int, folder: Path, say: Callable[[str], 
     path = folder / ("graph.snapvc" if part == "snapvc" else "graph.sqlite")
     if part == "snapvc":
         repo = snapvc.open(str(path))  # measure_store measures and closes it
-        saver: Any = _timed(SnapvcSaver)(repo)
+        saver: Any = timed_saver(SnapvcSaver)(repo)
     else:
         conn = sqlite3.connect(str(path), check_same_thread=False)
-        saver = _timed(SqliteSaver)(conn)
+        saver = timed_saver(SqliteSaver)(conn)
     saver.put_times = []
     graph = graph_builder.compile(checkpointer=saver)
     config = {"configurable": {"thread_id": THREAD}, "recursion_limit": steps + 10}

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import snapvc
-from benchmarks.langgraph_graph import _timed
+from benchmarks.langgraph_graph import timed_saver
 from benchmarks.measure import (
     BenchmarkFailure,
     PartResult,
@@ -277,12 +277,12 @@ def _run(part: str, scale: Scale, seed: int, folder: Path, say: Callable[[str], 
     path = folder / ("react.snapvc" if part == "snapvc" else "react.sqlite")
     if part == "snapvc":
         repo = snapvc.open(str(path))  # measure_store measures and closes it
-        saver: Any = _timed(SnapvcSaver)(repo)
+        saver: Any = timed_saver(SnapvcSaver)(repo)
     elif part == "sqlite":
         conn = sqlite3.connect(str(path), check_same_thread=False)
-        saver = _timed(SqliteSaver)(conn)
+        saver = timed_saver(SqliteSaver)(conn)
     else:
-        saver = _timed(InMemorySaver)()
+        saver = timed_saver(InMemorySaver)()
     saver.put_times = []
     graph = build_agent(script, saver)
     config = {"configurable": {"thread_id": THREAD}}

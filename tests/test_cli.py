@@ -146,6 +146,11 @@ def test_checkout_output_commits_back_exactly(repo_dir: Path) -> None:
     assert switched.returncode == 0 and "Switched to branch 'exotic'" in switched.stdout
     nowhere = run("switch", "no-such-branch", cwd=repo_dir)
     assert nowhere.returncode != 0 and "no-such-branch" in nowhere.stderr
+    again_there = run("switch", "exotic", cwd=repo_dir)
+    assert again_there.returncode == 0 and "Already on 'exotic'" in again_there.stdout
+    back = run("switch", "main", "--json", cwd=repo_dir)
+    assert back.returncode == 0 and json.loads(back.stdout) == {"head": "main", "was": "exotic"}
+    run("switch", "exotic", cwd=repo_dir)
     again = run("commit", "state.json", "-m", "same state", cwd=repo_dir)  # HEAD is on exotic now
     assert again.returncode == 0, again.stderr
     with snapvc.open(repo_dir / "agent.snapvc") as repo:
