@@ -55,10 +55,16 @@ class StoreCapabilities:
     ``refresh``: it answers from what this client has read so far (S3's pack index), and
     ``refresh`` reads what other clients wrote since; without, every write anywhere is
     seen at once (one SQLite file, one process's memory) and there is nothing to refresh.
+
+    ``compresses``: it compresses what it keeps itself, across objects and commits (the
+    packs of a format 3 SQLite file), so ``CompressedStore`` hands it raw frames (codec 0):
+    a frame compressed alone, or as a delta, would only hide the bytes its own
+    compression would find again.
     """
 
     dictionaries: bool = False
     refresh: bool = False
+    compresses: bool = False
 
 
 def unsupported(store: object, ability: str) -> UnsupportedOperationError:

@@ -385,6 +385,7 @@ class CompressedStore(_PassThrough[RawObjectStore]):
         # readable from the backend either way).
         self._unconfirmed: Dictionary | None = None
         self._keeps_dictionaries = inner.capabilities.dictionaries
+        self._raw_frames = inner.capabilities.compresses
         self._samples: list[bytes] = []
         self._sampled = 0
         self._train_at = TRAIN_AFTER_BYTES
@@ -498,6 +499,12 @@ class CompressedStore(_PassThrough[RawObjectStore]):
         """Frame and store ``items``. A caller whose write is rolled back afterwards (an
         enclosing transaction failed) must call ``forget`` with the same ids."""
         items = list(items)
+        if self._raw_frames:  # the backend compresses the frames together (see StoreCapabilities)
+            with self._lock:
+                for oid, data in items:
+                    self._remember(oid, data, 0)
+            self.inner.put_many([(oid, bytes((CODEC_RAW,)) + _varint(len(data)) + data) for oid, data in items])
+            return
         frames: list[tuple[ObjectId, bytes] | None] = []
         full: list[tuple[int, ObjectId, bytes]] = []  # (index in frames, id, bytes) still to frame
         for oid, data in items:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from snapvc.backends.base import Backend, IdMap
 from snapvc.backends.sqlite.commit_index import SqliteCommitIndex
-from snapvc.backends.sqlite.file import BATCH, SqliteFile, wrong
+from snapvc.backends.sqlite.file import BATCH, FORMAT_VERSION, PACKS_FORMAT, SqliteFile, wrong
 from snapvc.backends.sqlite.objects import SqliteObjectStore
+from snapvc.backends.sqlite.packs import SqlitePackStore
 from snapvc.backends.sqlite.refs import SqliteRefStore
 from snapvc.errors import InvalidArgumentError, RepositoryError
 
@@ -57,8 +58,9 @@ class SqliteBackend(Backend):
     the gc epoch and the settings are rows of table ``meta``."""
 
     def __init__(self, location: str, file: SqliteFile, clock: Callable[[], float] = time.time) -> None:
-        super().__init__(location, SqliteObjectStore(file, clock), SqliteRefStore(file, clock),
-                         SqliteCommitIndex(file, clock))
+        # Format 3 keeps objects in packs; formats 1 and 2, one frame a row.
+        objects = SqlitePackStore(file, clock) if file.format >= PACKS_FORMAT else SqliteObjectStore(file, clock)
+        super().__init__(location, objects, SqliteRefStore(file, clock), SqliteCommitIndex(file, clock))
         self.file = file
 
     @contextmanager
@@ -110,9 +112,10 @@ class SqliteBackend(Backend):
 
 
 def open_sqlite_backend(path: str, *, create: bool = True, durability: str = "normal",
-                        clock: Callable[[], float] | None = None) -> SqliteBackend:
-    """The repository in the SQLite file at ``path`` (created unless ``create`` is False)."""
-    file = SqliteFile(Path(path), create=create, durability=durability)
+                        clock: Callable[[], float] | None = None, format: int = FORMAT_VERSION) -> SqliteBackend:
+    """The repository in the SQLite file at ``path`` (created unless ``create`` is False;
+    a new file is made at ``format``, 3 or 2, which releases before 3 read)."""
+    file = SqliteFile(Path(path), create=create, durability=durability, format=format)
     try:
         return SqliteBackend(path, file, clock or time.time)
     except BaseException:

@@ -1,0 +1,720 @@
+"""Objects in packs: how a format 3 SQLite file keeps them.
+
+A commit's new objects are written as one *block*: their frames (raw frames, codec 0:
+this store declares ``StoreCapabilities.compresses``, see ``snapvc.store.codec``) one
+after another, compressed as the next block of a zstd *stream* that the writing process
+keeps open across its commits (``compressobj`` flushed once per block). Each block is
+compressed with every earlier block of its stream as context, so what a commit stores
+again — the growing last leaf of a message list, the spine above it — costs a few bytes
+of back-references, not the bytes themselves, and no object waits for a later one: the
+block is on disk when the commit returns. A stream ends after ``STREAM_BLOCKS`` blocks
+or ``STREAM_BYTES`` of frames, or when its repository closes; the next write starts
+another. A large write (a first commit of a large state) goes to packs of its own of at
+most ``PACK_BYTES`` each, compressed on every core.
+
+Then, in the background, finished streams are *sealed*: the ``Sealer`` reads them,
+recompresses their frames as one zstd frame at ``SEAL_LEVEL`` (joined with recent small
+sealed packs, up to ``JOIN_BYTES``), and swaps the new pack in for the rows it replaces
+in one short transaction. It never holds the write lock while it compresses, and a crash
+at any instant leaves either the old rows or the new pack: the objects are always there.
+
+Table ``packs`` (one row a block or a pack)::
+
+    number  INTEGER PRIMARY KEY  the block's number
+    stream  INTEGER NOT NULL     the number of its stream's first block (its own, for a pack)
+    state   INTEGER NOT NULL     OPEN: its writer may append to the stream; FINISHED: the
+                                 stream's last block; PACKED: a pack written whole, at the
+                                 write level; SEALED: a pack the sealer made
+    time    INTEGER NOT NULL     when it was written (seconds): the age of its objects for
+                                 gc's grace period (a sealed pack: the youngest it joined)
+    ids     BLOB NOT NULL        its objects' ids, 32 bytes each, in order
+    sizes   BLOB NOT NULL        each object's frame length, in order: 32-bit unsigned
+                                 little-endian integers, zstd-compressed
+    data    BLOB NOT NULL        the zstd bytes of this block
+
+Finding an object by id: every row's ``ids`` and ``sizes`` are read into memory the first
+time any object is looked up (the *directory*: id -> stream, offset in the stream's
+decoded bytes, length), then kept current: ``PRAGMA data_version`` tells when another
+connection wrote, and meta key ``pack_generation`` (bumped by every swap and gc) whether
+rows were replaced (a full reload) or only added (read the new rows). A read decodes a
+stream from its start up to what it needs, and keeps the decoded bytes and the
+decompressor (``_StreamReader``) so that the next read of the same stream goes on from
+there.
+
+Deleting (gc) rewrites every stream holding a deleted object without it, as a pack; a
+writer whose open stream was rewritten meanwhile finds its last block gone and starts a
+new stream (a block is only ever appended after the block its compressor last wrote).
+
+Threads: everything here runs under the file's lock, except the sealer's compression.
+"""
+
+from __future__ import annotations
+
+import array
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import zstandard
+
+from snapvc.backends.sqlite.file import SqliteFile, batched, is_number, wrong
+from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError
+from snapvc.ids import ID_SIZE, ObjectId
+from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported, with_prefix
+
+__all__ = ["SqlitePackStore", "OPEN", "FINISHED", "PACKED", "SEALED", "STREAM_BLOCKS", "STREAM_BYTES", "PACK_BYTES",
+           "JOIN_BYTES", "SEAL_LEVEL"]
+
+OPEN, FINISHED, PACKED, SEALED = 0, 1, 2, 3
+_STATES = {OPEN: "open", FINISHED: "finished", PACKED: "packed", SEALED: "sealed"}
+
+# Blocks are compressed fast, as they are written; the sealer recompresses at a high
+# level, where zstd searches far back for matches (measured on the agent run's frames:
+# one stream of 128 commits is 802 KB at level 3, 653 KB at level 19).
+WRITE_LEVEL = 3
+SEAL_LEVEL = 19
+# A stream ends after this many blocks or bytes of frames: a cold read of its last block
+# decodes at most this much.
+STREAM_BLOCKS = 128
+STREAM_BYTES = 4 << 20
+# A write this large goes to packs of its own, each at most PACK_BYTES of frames.
+PACK_BYTES = 1 << 20
+# The sealer joins finished streams and sealed packs into packs of up to JOIN_BYTES of
+# frames; a sealed pack is joined again only while it is no larger than twice what it is
+# joined with (so a byte is rewritten a few times, not once per seal).
+JOIN_BYTES = 8 << 20
+# An open stream whose last block is this old lost its writer (a crash): it is sealed.
+STALE_SECONDS = 3600
+# Decoded bytes kept for reads, across streams (the least recently read go first).
+CACHE_BYTES = 64 << 20
+# Compressed bytes fed to a stream's decompressor at a time.
+_FEED = 64 << 10
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS packs (number INTEGER PRIMARY KEY, stream INTEGER NOT NULL, state INTEGER NOT NULL, "
+    "time INTEGER NOT NULL, ids BLOB NOT NULL, sizes BLOB NOT NULL, data BLOB NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS packs_stream ON packs (stream, number)",
+)
+
+
+def _pack_sizes(values: Iterable[int]) -> bytes:
+    """The ``sizes`` column for these frame lengths (read back at once, as an array)."""
+    sizes = array.array("I", values)
+    if sys.byteorder != "little":
+        sizes.byteswap()
+    return zstandard.ZstdCompressor(level=WRITE_LEVEL, write_content_size=True).compress(sizes.tobytes())
+
+
+def _read_sizes(buf: bytes, count: int) -> list[int] | None:
+    """The ``count`` frame lengths of a ``sizes`` column; None if it holds anything else."""
+    try:
+        raw = zstandard.ZstdDecompressor().decompress(buf, max_output_size=4 * count + 1)
+    except zstandard.ZstdError:
+        return None
+    if len(raw) != 4 * count:
+        return None
+    sizes = array.array("I")
+    sizes.frombytes(raw)
+    if sys.byteorder != "little":
+        sizes.byteswap()
+    return sizes.tolist()
+
+
+@dataclass(slots=True)
+class _Block:
+    """One row of ``packs`` as the directory knows it."""
+
+    number: int
+    stream: int
+    state: int
+    time: float
+    start: int  # offset of its first byte in its stream's decoded bytes
+    size: int  # its decoded bytes
+    ids: list[bytes]
+    lengths: list[int]  # each object's frame length, in order
+
+
+class _StreamReader:
+    """A stream decoded from its start as far as reads needed: its decoded bytes, and the
+    decompressor to go on with (None for this process's own open stream, whose bytes are
+    known without decoding)."""
+
+    def __init__(self, stream: int, decompress: bool = True) -> None:
+        self.stream = stream
+        self.decoded = bytearray()
+        self.decompressor = zstandard.ZstdDecompressor().decompressobj() if decompress else None
+        self.next_block = stream  # the first block not yet fed (in number order)
+        self.pending = b""  # compressed bytes of the current block not yet fed
+
+
+@dataclass(slots=True)
+class _Writing:
+    """This process's open stream."""
+
+    stream: int
+    last: int  # its last block's number
+    blocks: int
+    size: int
+    compressor: zstandard.ZstdCompressionObj
+
+
+class SqlitePackStore:
+    """Objects in table ``packs`` of a format 3 ``SqliteFile`` (see the module docstring)."""
+
+    capabilities = StoreCapabilities(compresses=True)
+
+    def __init__(self, file: SqliteFile, clock: Callable[[], float] = time.time) -> None:
+        self.file = file
+        self._clock = clock
+        with file.transaction() as c:
+            for statement in _SCHEMA:
+                c.execute(statement)
+        self._where: dict[bytes, tuple[int, int, int]] = {}  # id -> (block, offset in stream, length)
+        self._blocks: dict[int, _Block] = {}
+        self._streams: dict[int, list[int]] = {}  # stream -> its blocks' numbers, in order
+        self._damaged: dict[str, str] = {}  # rows the directory left out, and why
+        self._loaded = False
+        self._data_version: int | None = None
+        self._generation: str | None = None
+        self._readers: dict[int, _StreamReader] = {}  # by stream, least recently read first
+        self._writing: _Writing | None = None
+        self._sealer: _Sealer | None = None
+        self._wrote = False
+
+    # -- the directory --------------------------------------------------------------------
+
+    def _current(self) -> None:
+        """Bring the directory up to date with the file (the caller holds the lock)."""
+        c = self.file.conn
+        version = c.execute("PRAGMA data_version").fetchone()[0]
+        if self._loaded and version == self._data_version:
+            return
+        generation = self.file.get_meta("pack_generation")
+        if not self._loaded or generation != self._generation:
+            self._load(None)
+        else:
+            self._load(max(self._blocks, default=0))
+        self._data_version = version
+        self._generation = generation
+
+    def _load(self, after: int | None) -> None:
+        """Read the rows numbered above ``after`` into the directory (all of it, afresh,
+        for None)."""
+        if after is None:
+            self._where.clear()
+            self._blocks.clear()
+            self._streams.clear()
+            self._damaged.clear()
+            self._readers.clear()
+        try:
+            rows = self.file.conn.execute(
+                "SELECT number, stream, state, time, ids, sizes FROM packs WHERE number > ? ORDER BY number",
+                (after or 0,)).fetchall()
+        except sqlite3.Error as exc:  # a damaged page
+            raise RepositoryError(f"{str(self.file.path)!r}: the list of packs cannot be read: {exc}") from None
+        for number, stream, state, mtime, ids, sizes in rows:
+            self._add_row(number, stream, state, mtime, ids, sizes)
+        self._loaded = True
+
+    def _add_row(self, number: int, stream: object, state: object, mtime: object, ids: object, sizes: object) -> None:
+        row = f"table 'packs' row {number}"
+        problem = None
+        lengths: list[int] | None = None
+        if type(ids) is not bytes or len(ids) % ID_SIZE:
+            problem = f"its ids {wrong(ids)}, not 32-byte ids one after another"
+        elif type(sizes) is not bytes or (lengths := _read_sizes(sizes, len(ids) // ID_SIZE)) is None:
+            problem = f"its sizes {wrong(sizes)}, not one length for each of its {len(ids) // ID_SIZE} ids"
+        elif type(stream) is not int or stream > number or (stream != number and stream not in self._streams):
+            problem = f"its stream {wrong(stream)}, not a block at or before it"
+        elif state not in _STATES:
+            problem = f"its state {wrong(state)}, not one of {sorted(_STATES)}"
+        elif not is_number(mtime):
+            problem = f"its time {wrong(mtime)}, not a number"
+        if problem is not None or lengths is None:
+            self._damaged[row] = problem or "unreadable"
+            return
+        assert type(ids) is bytes and type(stream) is int and type(state) is int and is_number(mtime)
+        blocks = self._streams.setdefault(stream, [])
+        start = 0
+        if blocks:
+            last = self._blocks[blocks[-1]]
+            start = last.start + last.size
+        offset = start
+        # Plain bytes, as fast to make as to look up by an ObjectId (a bytes subclass with
+        # bytes' hash and equality).
+        block_ids = [ids[i : i + ID_SIZE] for i in range(0, len(ids), ID_SIZE)]
+        where = self._where
+        for oid, length in zip(block_ids, lengths):
+            where[oid] = (number, offset, length)
+            offset += length
+        blocks.append(number)
+        self._blocks[number] = _Block(number, stream, state, float(mtime), start, offset - start, block_ids,  # type: ignore[arg-type]  # a number: checked above
+                                      lengths)
+
+    def _forget_rows(self, numbers: Iterable[int]) -> None:
+        """Drop rows deleted by this process (a swap, a gc) from the directory."""
+        for number in numbers:
+            block = self._blocks.pop(number, None)
+            if block is None:
+                continue
+            for oid in block.ids:
+                if self._where.get(oid, (None,))[0] == number:
+                    del self._where[oid]
+            self._streams.pop(block.stream, None)
+            self._readers.pop(block.stream, None)
+        # Ids also held by a surviving row (put twice) point there again.
+        for block in self._blocks.values():
+            offset = block.start
+            for oid, length in zip(block.ids, block.lengths, strict=True):
+                self._where.setdefault(oid, (block.number, offset, length))
+                offset += length
+
+    def _bump_generation(self) -> None:
+        """Record, in the current transaction, that rows were replaced (other processes
+        reload their directory)."""
+        generation = str(int(self.file.get_meta("pack_generation") or 0) + 1)
+        self.file.conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('pack_generation', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (generation,))
+        self._generation = generation
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def _decoded(self, stream: int, end: int, oid: ObjectId) -> bytearray:
+        """Stream ``stream``'s decoded bytes, at least its first ``end`` (the caller holds
+        the lock); ``CorruptObjectError`` naming ``oid`` if they cannot be decoded."""
+        reader = self._readers.pop(stream, None)
+        if reader is None:
+            reader = _StreamReader(stream)
+        self._readers[stream] = reader  # now the most recently read
+        blocks = self._streams[stream]
+        while len(reader.decoded) < end:
+            if not reader.pending:
+                if reader.decompressor is None:
+                    break  # this process's own stream: it holds every byte written
+                later = [n for n in blocks if n >= reader.next_block]
+                if not later:
+                    break
+                rows = self.file.conn.execute(
+                    "SELECT number, CAST(data AS BLOB) FROM packs WHERE stream = ? AND number >= ? ORDER BY number",
+                    (stream, later[0])).fetchall()
+                if not rows:
+                    break
+                reader.pending = b"".join(data for _, data in rows)
+                reader.next_block = rows[-1][0] + 1
+            chunk, reader.pending = reader.pending[:_FEED], reader.pending[_FEED:]
+            try:
+                assert reader.decompressor is not None
+                reader.decoded += reader.decompressor.decompress(chunk)
+            except zstandard.ZstdError as exc:
+                del self._readers[stream]
+                raise CorruptObjectError(oid, f"pack {stream} of {str(self.file.path)!r} does not decode: {exc}") from None
+        if len(reader.decoded) < end:
+            del self._readers[stream]
+            raise CorruptObjectError(oid, f"pack {stream} of {str(self.file.path)!r} ends {end - len(reader.decoded)} "
+                                          f"bytes before it")
+        self._trim_readers()
+        return reader.decoded
+
+    def _trim_readers(self) -> None:
+        total = sum(len(r.decoded) for r in self._readers.values())
+        while total > CACHE_BYTES and len(self._readers) > 1:
+            stream = next(iter(self._readers))
+            if self._writing is not None and stream == self._writing.stream:
+                self._readers[stream] = self._readers.pop(stream)  # kept: move to the end
+                stream = next(iter(self._readers))
+                if self._writing.stream == stream:
+                    break
+            total -= len(self._readers.pop(stream).decoded)
+
+    def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
+        out: dict[ObjectId, bytes] = {}
+        with self.file.reading("table 'packs'"):
+            self._current()
+            by_stream: dict[int, list[tuple[int, int, ObjectId]]] = {}
+            for oid in ids:
+                found = self._where.get(oid)
+                if found is not None:
+                    by_stream.setdefault(self._blocks[found[0]].stream, []).append((found[1], found[2], oid))
+            for stream, wanted in by_stream.items():
+                # Decoded once as far as the furthest object asked for.
+                end, _, last = max((offset + length, offset, oid) for offset, length, oid in wanted)
+                decoded = self._decoded(stream, end, last)
+                for offset, length, oid in wanted:
+                    out[oid] = bytes(decoded[offset : offset + length])
+        return out
+
+    def get(self, oid: ObjectId) -> bytes:
+        found = self.get_many([oid])
+        if oid not in found:
+            raise ObjectNotFoundError(oid)
+        return found[oid]
+
+    def has_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
+        with self.file.reading("table 'packs'"):
+            self._current()
+            return {oid for oid in ids if oid in self._where}
+
+    def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
+        with self.file.reading("table 'packs'"):
+            self._current()
+            return with_prefix(sorted(ObjectId(oid) for oid in self._where), hex_prefix, limit)
+
+    def iter_ids(self) -> Iterator[ObjectId]:
+        with self.file.reading("table 'packs'"):
+            self._current()
+            ids = [ObjectId(oid) for oid in self._where]
+            if self._damaged:
+                raise self.file.damaged(dict(self._damaged), ids)
+        return iter(ids)
+
+    def mtimes(self, ids: Iterable[ObjectId]) -> dict[ObjectId, float]:
+        with self.file.reading("table 'packs'"):
+            self._current()
+            return {oid: self._blocks[found[0]].time for oid in ids if (found := self._where.get(oid)) is not None}
+
+    def sizes(self) -> StoreSizes:
+        with self.file.reading("table 'packs'"):
+            self._current()
+            total = self.file.conn.execute("SELECT coalesce(sum(length(data)), 0) FROM packs").fetchone()[0]
+            return StoreSizes(objects=len(self._where), stored_bytes=total)
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def put_many(self, items: Iterable[tuple[ObjectId, bytes]]) -> None:
+        items = list(dict(items).items())  # an id given twice is stored once
+        if not items:
+            return
+        now = int(self._clock())
+        with self.file.transaction() as c:
+            self._current()
+            undo: list[tuple[bytes, tuple[int, int, int] | None]] = []
+            self.file.on_rollback(lambda: self._undo(undo))
+            total = sum(len(frame) for _, frame in items)
+            if total >= PACK_BYTES:
+                self._put_packs(c, items, now, undo)
+            else:
+                self._put_block(c, items, now, undo)
+            self._wrote = True
+
+    def _undo(self, undo: list[tuple[bytes, tuple[int, int, int] | None]]) -> None:
+        """The write of ``put_many`` rolled back: forget its rows, and the stream it wrote
+        to (its compressor holds bytes no row has)."""
+        with self.file.lock:
+            self._writing = None
+            self._loaded = False  # reload from what the file holds
+            self._readers.clear()
+            del undo[:]
+
+    def _next_number(self) -> int:
+        row = self.file.conn.execute("SELECT coalesce(max(number), 0) + 1 FROM packs").fetchone()
+        number: int = row[0]
+        return number
+
+    def _put_block(self, c: object, items: list[tuple[ObjectId, bytes]], now: int,
+                   undo: list[tuple[bytes, tuple[int, int, int] | None]]) -> None:
+        writing = self._writing
+        if writing is not None:
+            row = self.file.conn.execute("SELECT state FROM packs WHERE number = ?", (writing.last,)).fetchone()
+            if row is None or row[0] != OPEN or writing.stream not in self._streams:
+                writing = self._writing = None  # rewritten by a gc or a sealer meanwhile
+        number = self._next_number()
+        if writing is None:
+            compressor = zstandard.ZstdCompressor(level=WRITE_LEVEL, write_content_size=False,
+                                                  write_checksum=False).compressobj()
+            writing = _Writing(number, number, 0, 0, compressor)
+            self._readers.pop(number, None)
+            self._readers[number] = _StreamReader(number, decompress=False)
+        raw = b"".join(frame for _, frame in items)
+        writing.blocks += 1
+        writing.size += len(raw)
+        last = writing.blocks >= STREAM_BLOCKS or writing.size >= STREAM_BYTES
+        data = writing.compressor.compress(raw)
+        data += writing.compressor.flush() if last else writing.compressor.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+        ids = b"".join(oid for oid, _ in items)
+        sizes = _pack_sizes(len(frame) for _, frame in items)
+        self.file.conn.execute("INSERT INTO packs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               (number, writing.stream, FINISHED if last else OPEN, now, ids, sizes, data))
+        writing.last = number
+        for oid, _ in items:
+            undo.append((oid, self._where.get(oid)))
+        self._add_row(number, writing.stream, FINISHED if last else OPEN, now, ids, sizes)
+        reader = self._readers.get(writing.stream)
+        if reader is not None and reader.decompressor is None:
+            reader.decoded += raw
+        self._writing = None if last else writing
+        if last:
+            self._want_seal()
+
+    def _put_packs(self, c: object, items: list[tuple[ObjectId, bytes]], now: int,
+                   undo: list[tuple[bytes, tuple[int, int, int] | None]]) -> None:
+        """A large write: packs of their own, of at most PACK_BYTES each, compressed on
+        every core."""
+        groups: list[list[tuple[ObjectId, bytes]]] = [[]]
+        size = 0
+        for item in items:
+            if size and size + len(item[1]) > PACK_BYTES:
+                groups.append([])
+                size = 0
+            groups[-1].append(item)
+            size += len(item[1])
+        raws = [b"".join(frame for _, frame in group) for group in groups]
+        bodies = _compress_all(raws, WRITE_LEVEL)
+        for group, body in zip(groups, bodies, strict=True):
+            number = self._next_number()
+            ids = b"".join(oid for oid, _ in group)
+            sizes = _pack_sizes(len(frame) for _, frame in group)
+            self.file.conn.execute("INSERT INTO packs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                   (number, number, PACKED, now, ids, sizes, body))
+            for oid, _ in group:
+                undo.append((oid, self._where.get(oid)))
+            self._add_row(number, number, PACKED, now, ids, sizes)
+        self._want_seal()
+
+    def delete_many(self, ids: Iterable[ObjectId]) -> int:
+        """Remove ``ids`` (gc): every stream or pack that holds one is rewritten without
+        it, as a pack, in the caller's transaction."""
+        doomed = set(ids)
+        with self.file.transaction():
+            self._current()
+            present = {oid for oid in doomed if oid in self._where}
+            if not present:
+                return 0
+            streams = sorted({self._blocks[self._where[oid][0]].stream for oid in present})
+            for stream in streams:
+                blocks = [self._blocks[n] for n in self._streams[stream]]
+                kept = [(oid, frame) for oid, frame in self._frames_of(stream) if oid not in doomed]
+                numbers = [b.number for b in blocks]
+                self._delete_rows(numbers)
+                if kept:
+                    self._insert_pack(kept, PACKED, max(b.time for b in blocks), WRITE_LEVEL)
+            self._bump_generation()
+            if self._writing is not None and self._writing.stream in streams:
+                self._writing = None
+        self.file.release_free_pages()
+        return len(present)
+
+    def _frames_of(self, stream: int) -> list[tuple[ObjectId, bytes]]:
+        """Every (id, frame) of ``stream``, in order (the caller holds the lock)."""
+        out = []
+        for number in self._streams[stream]:
+            block = self._blocks[number]
+            if not block.ids:
+                continue
+            decoded = self._decoded(stream, block.start + block.size, ObjectId(block.ids[0]))
+            offset = block.start
+            for oid, length in zip(block.ids, block.lengths, strict=True):
+                out.append((ObjectId(oid), bytes(decoded[offset : offset + length])))
+                offset += length
+        return out
+
+    def _delete_rows(self, numbers: list[int]) -> None:
+        for batch in batched(numbers):  # type: ignore[arg-type]  # ints bind like ids
+            self.file.conn.execute(f"DELETE FROM packs WHERE number IN ({','.join('?' * len(batch))})", batch)
+        self._forget_rows(numbers)
+
+    def _insert_pack(self, frames: list[tuple[ObjectId, bytes]], state: int, when: float, level: int,
+                     body: bytes | None = None) -> int:
+        number = self._next_number()
+        raw = b"".join(frame for _, frame in frames)
+        if body is None:
+            body = _compress_all([raw], level)[0]
+        ids = b"".join(oid for oid, _ in frames)
+        sizes = _pack_sizes(len(frame) for _, frame in frames)
+        self.file.conn.execute("INSERT INTO packs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               (number, number, state, int(when), ids, sizes, body))
+        self._add_row(number, number, state, int(when), ids, sizes)
+        return number
+
+    # -- sealing --------------------------------------------------------------------------
+
+    def _want_seal(self) -> None:
+        if self._sealer is None:
+            self._sealer = _Sealer(self)
+        self._sealer.request()
+
+    def seal_plan(self, now: float) -> list[list[int]]:
+        """The streams and packs to join into sealed packs, in groups of up to
+        JOIN_BYTES of frames (the caller holds the lock): finished streams, packs written
+        whole, open streams whose writer is gone (``STALE_SECONDS``), and the newest
+        sealed packs while they are no larger than twice what they would be joined with."""
+        self._current()
+        pending: list[int] = []
+        for stream, numbers in self._streams.items():
+            last = self._blocks[numbers[-1]]
+            if last.state in (FINISHED, PACKED):
+                pending.append(stream)
+            elif last.state == OPEN and now - last.time > STALE_SECONDS and (
+                    self._writing is None or self._writing.stream != stream):
+                pending.append(stream)
+        if not pending:
+            return []
+        size = sum(self._stream_size(s) for s in pending)
+        sealed = sorted((s for s, numbers in self._streams.items() if self._blocks[numbers[-1]].state == SEALED),
+                        reverse=True)
+        for stream in sealed:
+            own = self._stream_size(stream)
+            if own > 2 * size or own + size > JOIN_BYTES:
+                break
+            pending.append(stream)
+            size += own
+        pending.sort()
+        groups: list[list[int]] = [[]]
+        size = 0
+        for stream in pending:
+            own = self._stream_size(stream)
+            if groups[-1] and size + own > JOIN_BYTES:
+                groups.append([])
+                size = 0
+            groups[-1].append(stream)
+            size += own
+        # A lone pack already sealed is left as it is.
+        return [g for g in groups if not (len(g) == 1 and self._blocks[self._streams[g[0]][-1]].state == SEALED)]
+
+    def _stream_size(self, stream: int) -> int:
+        last = self._blocks[self._streams[stream][-1]]
+        return last.start + last.size
+
+    def seal(self, streams: list[int]) -> bool:
+        """Join ``streams`` into one sealed pack: read them (under the lock), compress
+        (without it), and swap the pack in for their rows in one transaction, unless one
+        of them changed meanwhile. Whether it was swapped in."""
+        with self.file.lock:
+            self._current()
+            if any(s not in self._streams for s in streams):
+                return False
+            rows = {s: list(self._streams[s]) for s in streams}
+            frames = [item for s in streams for item in self._frames_of(s)]
+            when = max(self._blocks[n].time for numbers in rows.values() for n in numbers)
+        seen: set[bytes] = set()
+        unique = []
+        for oid, frame in frames:  # an id put twice is kept once
+            if oid not in seen:
+                seen.add(oid)
+                unique.append((oid, frame))
+        body = _compress_all([b"".join(frame for _, frame in unique)], SEAL_LEVEL)[0]
+        with self.file.transaction() as c:
+            self._current()
+            for s, numbers in rows.items():
+                if self._streams.get(s) != numbers:
+                    return False
+                if self._writing is not None and self._writing.stream == s:
+                    return False
+            # Another process's writer may have appended meanwhile: only whole streams go.
+            listed = [n for numbers in rows.values() for n in numbers]
+            count = c.execute(f"SELECT count(*) FROM packs WHERE stream IN ({','.join('?' * len(streams))})",
+                              streams).fetchone()[0]
+            if count != len(listed):
+                return False
+            self._delete_rows(listed)
+            self._insert_pack(unique, SEALED, when, SEAL_LEVEL, body)
+            self._bump_generation()
+        self.file.release_free_pages()
+        return True
+
+    def seal_all(self) -> int:
+        """Seal everything there is to seal, now (``snapvc gc``, a repository closing
+        after it wrote); how many packs were made."""
+        made = 0
+        for _ in range(64):  # each round seals what the last one left; the plan shrinks
+            with self.file.lock:
+                plan = self.seal_plan(self._clock())
+            if not plan:
+                break
+            progressed = False
+            for group in plan:
+                if self.seal(group):
+                    made += 1
+                    progressed = True
+            if not progressed:
+                break
+        return made
+
+    def finish_stream(self) -> None:
+        """End this process's open stream (its last block becomes FINISHED)."""
+        with self.file.lock:
+            writing, self._writing = self._writing, None
+            if writing is None:
+                return
+            with self.file.transaction() as c:
+                c.execute("UPDATE packs SET state = ? WHERE number = ? AND state = ?", (FINISHED, writing.last, OPEN))
+            if writing.last in self._blocks:
+                self._blocks[writing.last].state = FINISHED
+
+    # -- the rest of the protocol ---------------------------------------------------------
+
+    def dictionaries(self) -> dict[int, bytes]:
+        raise unsupported(self, "dictionaries")
+
+    def put_dictionary(self, data: bytes) -> int:
+        raise unsupported(self, "put_dictionary")
+
+    def refresh(self) -> None:
+        raise unsupported(self, "refresh")
+
+    def close(self) -> None:
+        """Finish this process's stream; if this process wrote, seal what is pending,
+        so that a closed repository is as small as it gets without anyone waiting later."""
+        sealer, self._sealer = self._sealer, None
+        if sealer is not None:
+            sealer.stop()
+        try:
+            self.finish_stream()
+            if self._wrote:
+                self.seal_all()
+        except RepositoryError:
+            pass  # busy or read-only: sealing only saves space, and the next writer seals it
+        self.file.release_free_pages()
+
+
+def _compress_all(raws: list[bytes], level: int) -> list[bytes]:
+    """Each of ``raws`` as one zstd frame (its size in the header), on every core when
+    there are several."""
+    compressor = zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=False)
+    if len(raws) > 1 and all(raws):
+        inputs: list[bytes | bytearray | memoryview[int]] = list(raws)
+        result = compressor.multi_compress_to_buffer(inputs, threads=-1)
+        return [result[i].tobytes() for i in range(len(result))]
+    return [compressor.compress(raw) for raw in raws]
+
+
+class _Sealer:
+    """A thread that seals what ``SqlitePackStore.seal_plan`` names when asked; it holds
+    the file's lock only to read and to swap (see ``SqlitePackStore.seal``)."""
+
+    def __init__(self, store: SqlitePackStore) -> None:
+        self._store = store
+        self._wanted = threading.Event()
+        self._stopping = False
+        self.last_error: BaseException | None = None  # why the last pass stopped early, if it did
+        self._thread = threading.Thread(target=self._run, name=f"snapvc-seal-{store.file.path.name}", daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        self._wanted.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wanted.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            self._wanted.wait()
+            self._wanted.clear()
+            if self._stopping:
+                return
+            try:
+                with self._store.file.lock:
+                    plan = self._store.seal_plan(self._store._clock())
+                for group in plan:
+                    if self._stopping:
+                        return
+                    self._store.seal(group)
+            except (RepositoryError, sqlite3.Error) as exc:
+                # A busy or closing file: sealing only makes the file smaller, never more
+                # correct; what it left is sealed on the next request or close.
+                self.last_error = exc
