@@ -86,6 +86,13 @@ PACK_BYTES = 1 << 20
 # frames; a sealed pack is joined again only while it is no larger than twice what it is
 # joined with (so a byte is rewritten a few times, not once per seal).
 JOIN_BYTES = 8 << 20
+# Packs written whole are recompressed only while there are at most this many bytes of
+# them: a large state's packs stay as written (recompressing hundreds of MB at the seal
+# level would keep a core busy for minutes, to save a sixth of the bytes at best).
+SEAL_PACKED_BYTES = 16 << 20
+# A repository closing after it wrote seals what is pending if it is at most this much
+# (a fraction of a second); more is left to the next writer's sealer.
+CLOSE_SEAL_BYTES = 4 << 20
 # An open stream whose last block is this old lost its writer (a crash): it is sealed.
 STALE_SECONDS = 3600
 # Decoded bytes kept for reads, across streams (the least recently read go first).
@@ -536,23 +543,32 @@ class SqlitePackStore:
             self._sealer = _Sealer(self)
         self._sealer.request()
 
-    def seal_plan(self, now: float) -> list[list[int]]:
+    def seal_plan(self, now: float, budget: int | None = None) -> list[list[int]]:
         """The streams and packs to join into sealed packs, in groups of up to
         JOIN_BYTES of frames (the caller holds the lock): finished streams, packs written
-        whole, open streams whose writer is gone (``STALE_SECONDS``), and the newest
-        sealed packs while they are no larger than twice what they would be joined with."""
+        whole (up to SEAL_PACKED_BYTES of them), open streams whose writer is gone
+        (``STALE_SECONDS``), and the newest sealed packs while they are no larger than
+        twice what they would be joined with. Nothing if what is pending is more than
+        ``budget`` bytes."""
         self._current()
         pending: list[int] = []
+        packed: list[int] = []
         for stream, numbers in self._streams.items():
             last = self._blocks[numbers[-1]]
-            if last.state in (FINISHED, PACKED):
+            if last.state == FINISHED:
                 pending.append(stream)
+            elif last.state == PACKED:
+                packed.append(stream)
             elif last.state == OPEN and now - last.time > STALE_SECONDS and (
                     self._writing is None or self._writing.stream != stream):
                 pending.append(stream)
+        if sum(self._stream_size(s) for s in packed) <= SEAL_PACKED_BYTES:
+            pending += packed
         if not pending:
             return []
         size = sum(self._stream_size(s) for s in pending)
+        if budget is not None and size > budget:
+            return []
         sealed = sorted((s for s, numbers in self._streams.items() if self._blocks[numbers[-1]].state == SEALED),
                         reverse=True)
         for stream in sealed:
@@ -615,13 +631,13 @@ class SqlitePackStore:
         self.file.release_free_pages()
         return True
 
-    def seal_all(self) -> int:
-        """Seal everything there is to seal, now (``snapvc gc``, a repository closing
-        after it wrote); how many packs were made."""
+    def seal_all(self, budget: int | None = None) -> int:
+        """Seal everything there is to seal, now (``snapvc gc``; a repository closing
+        after it wrote, with a ``budget``: see ``seal_plan``); how many packs were made."""
         made = 0
         for _ in range(64):  # each round seals what the last one left; the plan shrinks
             with self.file.lock:
-                plan = self.seal_plan(self._clock())
+                plan = self.seal_plan(self._clock(), budget)
             if not plan:
                 break
             progressed = False
@@ -656,15 +672,16 @@ class SqlitePackStore:
         raise unsupported(self, "refresh")
 
     def close(self) -> None:
-        """Finish this process's stream; if this process wrote, seal what is pending,
-        so that a closed repository is as small as it gets without anyone waiting later."""
+        """Finish this process's stream; if this process wrote, seal what is pending
+        (up to CLOSE_SEAL_BYTES), so that a closed repository is as small as it gets
+        without anyone waiting later."""
         sealer, self._sealer = self._sealer, None
         if sealer is not None:
             sealer.stop()
         try:
             self.finish_stream()
             if self._wrote:
-                self.seal_all()
+                self.seal_all(CLOSE_SEAL_BYTES)
         except RepositoryError:
             pass  # busy or read-only: sealing only saves space, and the next writer seals it
         self.file.release_free_pages()
