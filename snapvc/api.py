@@ -17,6 +17,7 @@ from snapvc.agent.threads import Session, Thread, delete_thread, threads_of
 from snapvc.diff.changes import Change
 from snapvc.diff.merge import Resolve
 from snapvc.encoding.paths import StatePath
+from snapvc.encoding.reader import Loader
 from snapvc.ids import ObjectId
 from snapvc.maintenance import fsck as _fsck
 from snapvc.maintenance import gc as _gc
@@ -27,8 +28,10 @@ from snapvc.maintenance.graph import Progress, no_progress
 from snapvc.maintenance.stats import BranchStats, RepoStats
 from snapvc.refs.names import short_name
 from snapvc.repository.core import RepositoryCore, open_repository
+from snapvc.store.codec import open_object_store
 
 if TYPE_CHECKING:
+    from snapvc.backends.base import UpgradeResult
     from snapvc.maintenance.fsck import FsckReport
     from snapvc.maintenance.gc import GcReport, Keep
     from snapvc.maintenance.sync import FetchResult, PullResult, PushResult, Remote
@@ -178,6 +181,25 @@ class Repository(RepositoryCore):
         refs and state paths that reach it; ``report.ok`` when there are none."""
         self._require_open()
         return _fsck.fsck(self, progress=progress or no_progress)
+
+    def upgrade(self) -> UpgradeResult:
+        """Move the repository to the newest storage format (an embedded file of format 1
+        or 2 to format 3: objects in packs, lean commit and reflog rows; see
+        ``snapvc.backends.sqlite.upgrade``), in one atomic step; a repository at the
+        newest format already is left as it is. This object goes on working in the new
+        format; other processes that have the file open must open it again.
+        ``UnsupportedOperationError`` for a backend with one format only (memory, S3)."""
+        self._require_open()
+        with self.write_lock:
+            result = self.backend.upgrade()
+            if result.old_format != result.new_format:
+                # The backend's stores were made again in the new layout: read through them.
+                self.store = open_object_store(self.backend.objects)
+                self.refs = self.backend.refs
+                self.commits = self.backend.commits
+                self.loader = Loader(self.store.get_many, self.loader.cache)
+                self.invalidate_caches()
+        return result
 
     def stats(self) -> RepoStats:
         """Objects, bytes stored, bytes the states would take stored whole, and the ratio.

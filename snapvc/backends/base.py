@@ -14,15 +14,16 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from snapvc.errors import InvalidArgumentError
+from snapvc.errors import InvalidArgumentError, UnsupportedOperationError
 from snapvc.ids import ObjectId
 from snapvc.refs.base import RefStore
 from snapvc.store.base import RawObjectStore
 from snapvc.store.commit_index import CommitIndex
 
-__all__ = ["Backend", "IdMap", "MemoryIdMap", "DURABILITY_MODES", "check_durability"]
+__all__ = ["Backend", "IdMap", "MemoryIdMap", "UpgradeResult", "DURABILITY_MODES", "check_durability"]
 
 # What a returned commit survives, weakest last (``snapvc.backends.sqlite.file`` has the table).
 DURABILITY_MODES = ("sync", "normal", "batch")
@@ -61,6 +62,40 @@ class MemoryIdMap:
 
     def put_many(self, pairs: Mapping[bytes, bytes]) -> None:
         self._values.update(pairs)
+
+
+@dataclass(frozen=True, slots=True)
+class UpgradeResult:
+    """What ``Backend.upgrade`` did: the storage format before and after, how many objects
+    it moved, and the size on disk before and after (bytes). ``finished``: the file was
+    at the new format already, and an earlier upgrade's last steps (stopped by a crash)
+    were done now."""
+
+    location: str
+    old_format: int
+    new_format: int
+    objects: int
+    bytes_before: int
+    bytes_after: int
+    finished: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return self.old_format != self.new_format or self.finished
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"location": self.location, "old_format": self.old_format, "new_format": self.new_format,
+                "upgraded": self.old_format != self.new_format, "finished": self.finished, "objects": self.objects,
+                "bytes_before": self.bytes_before, "bytes_after": self.bytes_after}
+
+    def __str__(self) -> str:
+        if self.old_format != self.new_format:
+            return (f"{self.location}: upgraded from format {self.old_format} to {self.new_format}: {self.objects:,} "
+                    f"objects moved into packs; {self.bytes_before:,} bytes before, {self.bytes_after:,} after")
+        if self.finished:
+            return (f"{self.location}: at format {self.new_format} already; an earlier upgrade's compaction was "
+                    f"finished ({self.bytes_before:,} bytes before, {self.bytes_after:,} after)")
+        return f"{self.location}: at format {self.new_format} already; nothing to upgrade"
 
 
 class Backend(ABC):
@@ -137,6 +172,14 @@ class Backend(ABC):
         and its version, e.g. ``git_commits_v1``). Here it lives as long as this backend;
         SQLite keeps it in its file, in a table of that name."""
         return self._id_maps.setdefault(name, MemoryIdMap())
+
+    def upgrade(self) -> UpgradeResult:
+        """Move the stored data to the newest storage format, in one atomic step (the
+        embedded SQLite file: ``snapvc.backends.sqlite.upgrade``); afterwards this
+        backend's stores speak the new format. A backend with one format only has nothing
+        to upgrade: ``UnsupportedOperationError``."""
+        raise UnsupportedOperationError(f"{self.location!r}: {type(self).__name__} has one storage format only; "
+                                        f"there is nothing to upgrade")
 
     def integrity_problems(self) -> list[str]:
         """What the storage's own consistency check finds wrong below snapvc's objects

@@ -10,12 +10,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from snapvc.backends.base import Backend, IdMap
+from snapvc.backends.base import Backend, IdMap, UpgradeResult
 from snapvc.backends.sqlite.commit_index import SqliteCommitIndex
 from snapvc.backends.sqlite.file import BATCH, FORMAT_VERSION, PACKS_FORMAT, SqliteFile, wrong
 from snapvc.backends.sqlite.objects import SqliteObjectStore
 from snapvc.backends.sqlite.packs import SqlitePackStore
 from snapvc.backends.sqlite.refs import SqliteRefStore
+from snapvc.backends.sqlite.upgrade import upgrade_file
 from snapvc.errors import InvalidArgumentError, RepositoryError
 
 __all__ = ["SqliteBackend", "SqliteIdMap", "open_sqlite_backend"]
@@ -62,6 +63,7 @@ class SqliteBackend(Backend):
         objects = SqlitePackStore(file, clock) if file.format >= PACKS_FORMAT else SqliteObjectStore(file, clock)
         super().__init__(location, objects, SqliteRefStore(file, clock), SqliteCommitIndex(file, clock))
         self.file = file
+        self._clock = clock
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -94,6 +96,17 @@ class SqliteBackend(Backend):
     def id_map(self, name: str) -> IdMap:
         """The ``IdMap`` called ``name``, kept in the file as a table of that name."""
         return SqliteIdMap(self.file, name)
+
+    def upgrade(self) -> UpgradeResult:
+        """Move a format 1 or 2 file to format 3 (``snapvc.backends.sqlite.upgrade``),
+        then open this backend's stores again in the new layout."""
+        result = upgrade_file(self.file, self._clock)
+        if result.old_format != result.new_format:
+            self.objects.close()
+            self.objects = SqlitePackStore(self.file, self._clock)
+            self.refs = SqliteRefStore(self.file, self._clock)
+            self.commits = SqliteCommitIndex(self.file, self._clock)
+        return result
 
     def integrity_problems(self) -> list[str]:
         """SQLite's own check of the file (b-trees, pages, indexes): what it reports, up

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 from snapvc.backends.sqlite.file import DICTIONARY_FORMAT, SqliteFile, batched, is_number, wrong
 from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError, SnapvcError
@@ -56,9 +57,45 @@ class SqliteObjectStore:
                     raise self._unreadable(batch, exc) from None
         return out
 
+    def _upgraded(self, exc: Exception) -> RepositoryError | None:
+        """The error for a query that failed because table ``objects`` (or
+        ``dictionaries``) is gone: another process upgraded the file to format 3
+        (``snapvc.backends.sqlite.upgrade``) while this one had it open; None for any
+        other failure."""
+        if "no such table" not in str(exc):
+            return None
+        return RepositoryError(f"{str(self.file.path)!r} was upgraded to format 3 by another process while this one "
+                               f"had it open at format {self.file.format}: close the repository and open it again")
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Inside a write transaction: the clear error of ``_upgraded`` for a table gone."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            upgraded = self._upgraded(exc)
+            if upgraded is None:
+                raise
+            raise upgraded from None
+
+    @contextmanager
+    def _reading(self, what: str) -> Iterator[sqlite3.Connection]:
+        """``SqliteFile.reading``, and the clear error of ``_upgraded`` first."""
+        with self.file.reading(what) as c:
+            try:
+                yield c
+            except sqlite3.Error as exc:
+                upgraded = self._upgraded(exc)
+                if upgraded is None:
+                    raise
+                raise upgraded from None
+
     def _unreadable(self, batch: list[ObjectId], exc: sqlite3.DatabaseError) -> SnapvcError:
         """A damaged page of the file under the rows of ``batch`` (a bad block): the
         object when there is one, else the file, so that fsck can look one by one."""
+        upgraded = self._upgraded(exc)
+        if upgraded is not None:
+            return upgraded
         if len(batch) == 1:
             return CorruptObjectError(batch[0], f"its row in {str(self.file.path)!r} cannot be read: {exc}")
         return RepositoryError(f"{str(self.file.path)!r}: {len(batch)} objects cannot be read ({exc}); "
@@ -80,7 +117,7 @@ class SqliteObjectStore:
         rows = [(oid, data, now) for oid, data in items]
         if not rows:
             return
-        with self.file.transaction() as c:
+        with self.file.transaction() as c, self._writing():
             c.executemany(
                 "INSERT INTO objects (id, data, mtime) VALUES (?, ?, ?) "
                 "ON CONFLICT (id) DO UPDATE SET mtime = excluded.mtime",
@@ -90,17 +127,23 @@ class SqliteObjectStore:
     def has_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
         out: set[ObjectId] = set()
         c = self.file.conn
-        with self.file.reading("table 'objects'"):
+        with self._reading("table 'objects'"):
             for batch in batched(ids):
                 marks = ",".join("?" * len(batch))
                 out.update(ObjectId(r[0]) for r in c.execute(f"SELECT id FROM objects WHERE id IN ({marks})", batch))
         return out
 
     def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
-        return self.file.ids_with_prefix("objects", hex_prefix, limit)
+        try:
+            return self.file.ids_with_prefix("objects", hex_prefix, limit)
+        except RepositoryError as exc:
+            upgraded = self._upgraded(exc)
+            if upgraded is None:
+                raise
+            raise upgraded from None
 
     def iter_ids(self) -> Iterator[ObjectId]:
-        with self.file.reading("the ids of table 'objects'"):
+        with self._reading("the ids of table 'objects'"):
             rows = self.file.conn.execute("SELECT rowid, id FROM objects").fetchall()
         return iter(self.file.read_ids("objects", rows))
 
@@ -108,7 +151,7 @@ class SqliteObjectStore:
         out: dict[ObjectId, float] = {}
         damaged: dict[str, str] = {}
         c = self.file.conn
-        with self.file.reading("the ages of table 'objects'"):
+        with self._reading("the ages of table 'objects'"):
             for batch in batched(ids):
                 marks = ",".join("?" * len(batch))
                 for raw, mtime in c.execute(f"SELECT id, mtime FROM objects WHERE id IN ({marks})", batch):
@@ -122,7 +165,7 @@ class SqliteObjectStore:
 
     def delete_many(self, ids: Iterable[ObjectId]) -> int:
         removed = 0
-        with self.file.transaction() as c:
+        with self.file.transaction() as c, self._writing():
             for batch in batched(ids):
                 marks = ",".join("?" * len(batch))
                 removed += c.execute(f"DELETE FROM objects WHERE id IN ({marks})", batch).rowcount
@@ -131,11 +174,11 @@ class SqliteObjectStore:
     def dictionaries(self) -> dict[int, bytes]:
         # As bytes, whatever type the row holds: a damaged one then fails to decompress,
         # and every object that needs it is named as corrupt.
-        with self.file.reading("table 'dictionaries'"):
+        with self._reading("table 'dictionaries'"):
             return dict(self.file.conn.execute("SELECT number, CAST(data AS BLOB) FROM dictionaries").fetchall())
 
     def put_dictionary(self, data: bytes) -> int:
-        with self.file.transaction() as c:
+        with self.file.transaction() as c, self._writing():
             # Files that hold dictionary frames need a snapvc that reads them.
             c.execute("UPDATE meta SET value = ? WHERE key = 'format' AND CAST(value AS INTEGER) < ?",
                       (str(DICTIONARY_FORMAT), DICTIONARY_FORMAT))
@@ -144,7 +187,7 @@ class SqliteObjectStore:
         return number
 
     def sizes(self) -> StoreSizes:
-        with self.file.reading("table 'objects'"):
+        with self._reading("table 'objects'"):
             count, total = self.file.conn.execute("SELECT count(*), coalesce(sum(length(data)), 0) FROM objects").fetchone()
         return StoreSizes(objects=count, stored_bytes=total)
 
