@@ -183,7 +183,8 @@ def test_a_branch_at_a_stored_object_that_is_not_a_commit_is_a_bad_ref(tmp_path:
     with snapvc.open(path) as repo:
         tree = repo.get_commit(repo.resolve("main")).tree
     _sql(path, "INSERT INTO refs (name, target) VALUES ('refs/heads/odd', ?)", tree)
-    _sql(path, "INSERT INTO reflog (ref, old, new, time, reason) VALUES ('refs/heads/gone', NULL, ?, 1, 'x')", tree)
+    _sql(path, "INSERT INTO ref_names (name, n) VALUES ('refs/heads/gone', 99)")
+    _sql(path, "INSERT INTO reflog (ref, seq, old, new, time, reason) VALUES (99, 1, NULL, ?, 1, 'x')", tree)
     with snapvc.open(path) as repo:
         with pytest.raises(snapvc.SnapvcError):
             repo.checkout("odd")
@@ -251,19 +252,34 @@ DAMAGE = {
                             lambda repo: repo.reflog("main")),
     "reflog reason not text": ("UPDATE reflog SET reason = X'00' WHERE seq = 1",
                                "bad-ref", "its reason is 1 bytes, not text", lambda repo: repo.reflog("main")),
-    "reflog of a bad name": ("UPDATE reflog SET ref = 'refs/heads/..' WHERE seq = 1",
+    "reflog of a bad name": ("UPDATE ref_names SET name = 'refs/heads/..' WHERE name = 'refs/heads/main'",
                              "bad-ref", "reflog of 'refs/heads/..'", None),
     "commit tree too short": ("UPDATE commits SET tree = X'01' WHERE id = X'{main1}'",
                               "corrupt", "is damaged: tree is 1 bytes, not a 32-byte id",
                               lambda repo: list(repo.log("main"))),
-    "commit parents cut": ("UPDATE commits SET parents = substr(parents, 2) WHERE id = X'{main1}'",
-                           "corrupt", "parents is 31 bytes, not 32-byte ids", lambda repo: repo.checkout("main~2")),
+    "commit parent cut": ("UPDATE commits SET parent = substr((SELECT p.id FROM commits p WHERE p.n = commits.parent), 2) "
+                          "WHERE id = X'{main1}'",
+                          "corrupt", "parent is 31 bytes, not a 32-byte id or a row number",
+                          lambda repo: repo.checkout("main~2")),
+    "commit parent row gone": ("UPDATE commits SET parent = 999 WHERE id = X'{main1}'",
+                               "corrupt", "parent is row 999 of table 'commits', which is not there",
+                               lambda repo: repo.checkout("main~2")),
     "commit author not text": ("UPDATE commits SET author = X'07' WHERE id = X'{main1}'",
                                "corrupt", "author is 1 bytes, not text", lambda repo: repo.resolve("main~2")),
     "commit time as text": ("UPDATE commits SET time_us = 'noon' WHERE id = X'{main1}'",
                             "corrupt", "time_us is text 'noon', not an integer", lambda repo: list(repo.log())),
-    "commit metadata not text": ("UPDATE commits SET metadata = X'7b7d' WHERE id = X'{main1}'",
-                                 "corrupt", "metadata is 2 bytes, not text", lambda repo: list(repo.log())),
+    "commit metadata not msgpack": ("UPDATE commits SET metadata = X'7b7d' WHERE id = X'{main1}'",
+                                    "corrupt", "metadata is 2 bytes, which are not msgpack of JSON",
+                                    lambda repo: list(repo.log())),
+    "commit metadata a number": ("UPDATE commits SET metadata = 7 WHERE id = X'{main1}'",
+                                 "corrupt", "metadata is the number 7, not text or msgpack",
+                                 lambda repo: list(repo.log())),
+    "reflog entry of a ref with no name": ("UPDATE reflog SET ref = 42 WHERE seq = 1",
+                                           "bad-ref", "table 'reflog' ref 42: its entries name a ref that table "
+                                                      "'ref_names' does not hold", None),
+    "reflog new at a row gone": ("UPDATE reflog SET new = 999 WHERE seq = 2",
+                                 "bad-ref", "refs/heads/main@{1}: its new commit is the number 999",
+                                 lambda repo: repo.reflog("main")),
     "commit id too short": ("UPDATE commits SET id = X'0102' WHERE id = X'{main1}'",
                             "storage", "table 'commits' row 2: its id is 2 bytes, not 32 bytes",
                             lambda repo: repo.stats()),
@@ -320,7 +336,8 @@ def test_damaged_rows_are_each_named_and_counted(tmp_path: Path) -> None:
     _make(path)
     with snapvc.open(path) as repo:
         repo.branch("side", at="main~1")
-    _sql(path, "UPDATE reflog SET time = 'a' WHERE seq IN (1, 2)")
+    _sql(path, "UPDATE reflog SET time = 'a' WHERE seq IN (1, 2) "
+               "AND ref = (SELECT n FROM ref_names WHERE name = 'refs/heads/main')")
     _sql(path, "INSERT INTO refs (name, target) VALUES ('refs/heads/x', X'01'), ('refs/heads/y', 'y')")
     with snapvc.open(path) as repo:
         report = repo.fsck()

@@ -241,11 +241,10 @@ class SqliteCommitIndex:
 
     def _lean_commit(self, row: tuple[Any, ...]) -> Commit:
         oid, tree, parent, parent_id, more, author, ts, message, meta, gen = row
-        if type(parent) is int:  # a link to the parent's row
-            first = parent_id
-        else:
-            first = parent
-        if first is None:
+        # A link to the parent's row gives its id (joined); a link to no row is damage.
+        first = parent_id if type(parent) is int else parent
+        parents: bytes | None
+        if parent is None:
             parents = b"" if more is None else None  # parents after no first one: damaged
         elif type(first) is bytes and len(first) == ID_SIZE and (more is None or type(more) is bytes):
             parents = first if more is None else first + more
