@@ -122,7 +122,7 @@ def completion(shell: str) -> None:
 for command in (change.init, change.commit, inspect.checkout, inspect.show, inspect.log, inspect.diff,
                 change.branch, change.switch, change.tag, change.reset, change.merge, change.revert, change.cherry_pick,
                 inspect.history, inspect.reflog, inspect.stats, git.export_git, git.import_git, maintenance.gc,
-                maintenance.fsck, sync.remote, sync.push, sync.fetch, sync.pull, sync.clone):
+                maintenance.fsck, maintenance.upgrade, sync.remote, sync.push, sync.fetch, sync.pull, sync.clone):
     cli.add_command(command)
 
 

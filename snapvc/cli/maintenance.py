@@ -1,5 +1,6 @@
-"""The maintenance commands: ``gc`` (remove what nothing reaches, thin old history) and
-``fsck`` (verify everything, name what is damaged, salvage what is whole)."""
+"""The maintenance commands: ``gc`` (remove what nothing reaches, thin old history),
+``fsck`` (verify everything, name what is damaged, salvage what is whole) and
+``upgrade`` (move a repository file to the newest storage format)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from snapvc.cli.common import Output, open_repo, pass_output, progress, repo_com
 from snapvc.maintenance.fsck import salvage
 from snapvc.maintenance.gc import DEFAULT_GRACE, DEFAULT_REFLOG_EXPIRY, Keep
 
-__all__ = ["gc", "fsck", "parse_duration"]
+__all__ = ["gc", "fsck", "upgrade", "parse_duration"]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
@@ -102,3 +103,20 @@ def fsck(out: Output, repo_path: str | None, as_json: bool, salvage_to: str | No
             out.print(escape(str(saved)))
     if not report.ok:
         sys.exit(1)
+
+
+@click.command()
+@repo_command
+@pass_output
+def upgrade(out: Output, repo_path: str | None, as_json: bool) -> None:
+    """Move the repository file to the newest storage format (format 1 or 2 to 3: objects
+    in packs compressed across commits, a smaller file), in one atomic step; a crash
+    leaves it wholly at its old format or wholly at the new one. Other processes that
+    have it open must open it again. A file at the newest format already is left as
+    it is."""
+    with open_repo(repo_path) as repo:
+        result = repo.upgrade()
+    if as_json:
+        out.json(result.to_dict())
+    else:
+        out.print(escape(str(result)))
