@@ -15,7 +15,7 @@ import snapvc
 import snapvc.maintenance.sync
 from snapvc.cli.main import cli
 from snapvc.errors import PushRejectedError, RefConflictError, RepositoryError
-from snapvc.store.codec import CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT
+from snapvc.store.codec import CODEC_RAW, CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT
 
 
 def words(rnd: random.Random, n: int) -> str:
@@ -56,6 +56,28 @@ def local(tmp_path: Path) -> snapvc.Repository:
         yield repo
 
 
+@pytest.fixture
+def local2(tmp_path: Path) -> snapvc.Repository:
+    """A format 2 file: one frame a row, with deltas and a dictionary (what frames that
+    travel as stored are about)."""
+    with snapvc.open(tmp_path / "local2.snapvc", format=2) as repo:
+        yield repo
+
+
+def codecs_of(repo: snapvc.Repository) -> set[int]:
+    """The codec of every frame the repository's store hands out as stored."""
+    ids = list(repo.backend.objects.iter_ids())
+    return {frame[0] for frame in repo.backend.objects.get_many(ids).values()}
+
+
+def large_raw_frames(repo: snapvc.Repository) -> int:
+    """How many frames over 1 KB are raw: none in a store that keeps frames compressed one
+    by one (the states here are text, which zstd always shrinks; small objects may be
+    left raw there, where compressing them would not pay)."""
+    ids = list(repo.backend.objects.iter_ids())
+    return sum(frame[0] == CODEC_RAW and len(frame) > 1024 for frame in repo.backend.objects.get_many(ids).values())
+
+
 def test_push_sends_only_what_the_remote_lacks(local: snapvc.Repository, tmp_path: Path) -> None:
     state = agent_run(local, 30)
     local.add_remote("origin", str(tmp_path / "remote.snapvc"))
@@ -83,10 +105,11 @@ def test_push_sends_only_what_the_remote_lacks(local: snapvc.Repository, tmp_pat
         assert [e.reason for e in remote.reflog("main")][0].startswith("push: from")
 
 
-def test_frames_travel_as_stored_and_dictionaries_with_them(local: snapvc.Repository, tmp_path: Path) -> None:
+def test_frames_travel_as_stored_and_dictionaries_with_them(local2: snapvc.Repository, tmp_path: Path) -> None:
+    local = local2  # format 2 at both ends: only there are frames compressed one by one
     library_run(local, 30)
     assert local.backend.objects.dictionaries()
-    clone = snapvc.clone(str(local.location), str(tmp_path / "clone.snapvc"))
+    clone = snapvc.clone(str(local.location), str(tmp_path / "clone.snapvc"), format=2)
     with clone:
         assert clone.backend.objects.dictionaries() == local.backend.objects.dictionaries()
         ids = list(local.backend.objects.iter_ids())
@@ -98,9 +121,10 @@ def test_frames_travel_as_stored_and_dictionaries_with_them(local: snapvc.Reposi
         assert clone.fsck().ok
 
 
-def test_frames_of_a_dictionary_the_destination_lacks_are_reframed(local: snapvc.Repository, tmp_path: Path) -> None:
+def test_frames_of_a_dictionary_the_destination_lacks_are_reframed(local2: snapvc.Repository, tmp_path: Path) -> None:
+    local = local2  # format 2 at both ends: dictionaries exist only there
     library_run(local, 10)
-    other = snapvc.open(tmp_path / "other.snapvc")
+    other = snapvc.open(tmp_path / "other.snapvc", format=2)
     library_run(other, 10, seed=7, branch="theirs")  # trains a dictionary of its own, number 1 too
     assert other.backend.objects.dictionaries()[1] != local.backend.objects.dictionaries()[1]
     result = local.push(other, "main")
@@ -110,6 +134,37 @@ def test_frames_of_a_dictionary_the_destination_lacks_are_reframed(local: snapvc
     assert reopened.checkout("main") == local.checkout("main") and reopened.fsck().ok
     reopened.close()
     other.close()
+
+
+def test_a_clone_from_format_2_to_format_3_holds_only_raw_frames_in_packs(local2: snapvc.Repository,
+                                                                          tmp_path: Path) -> None:
+    state = library_run(local2, 20)
+    assert {CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT} <= codecs_of(local2)
+    with snapvc.clone(str(local2.location), str(tmp_path / "three.snapvc")) as three:
+        assert three.backend.objects.capabilities.compresses and not three.backend.objects.capabilities.dictionaries
+        assert codecs_of(three) == {CODEC_RAW}
+        assert set(three.backend.objects.iter_ids()) == set(local2.backend.objects.iter_ids())
+        packs = three.backend.file.conn.execute("SELECT count(*) FROM packs").fetchone()[0]
+        tables = {r[0] for r in three.backend.file.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert packs > 0 and "objects" not in tables
+        assert three.checkout("main") == state and three.fsck().ok
+        state = agent_run(three, 2, start=20, state=state)
+        pushed = three.push(local2, "main")  # and back: format 2 receives compressed frames
+        assert pushed.transfer.commits == 2 and pushed.transfer.reframed == pushed.transfer.objects > 0
+    assert large_raw_frames(local2) == 0
+    assert local2.checkout("main") == state and local2.fsck().ok
+
+
+def test_a_clone_from_format_3_to_format_2_holds_compressed_frames(local: snapvc.Repository, tmp_path: Path) -> None:
+    state = library_run(local, 20)
+    assert codecs_of(local) == {CODEC_RAW}
+    with snapvc.clone(str(local.location), str(tmp_path / "two.snapvc"), format=2) as two:
+        assert large_raw_frames(two) == 0 and codecs_of(two) & {CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT}
+        assert two.checkout("main") == state and two.fsck().ok
+        state = agent_run(two, 2, start=20, state=state)
+        two.push(local, "main")  # and back: format 3 receives raw frames
+    assert codecs_of(local) == {CODEC_RAW}
+    assert local.checkout("main") == state and local.fsck().ok
 
 
 def test_a_push_that_is_not_a_fast_forward_is_refused_unless_forced(local: snapvc.Repository) -> None:
@@ -253,16 +308,33 @@ def test_push_clone_and_pull_through_s3(local: snapvc.Repository, tmp_path: Path
     assert local.checkout("main")["cloud"] is True
 
 
-def test_clone_from_disk_to_s3_and_back_keeps_every_frame(local: snapvc.Repository, tmp_path: Path, s3_url: str) -> None:
+def test_clone_from_disk_to_s3_and_back_keeps_every_frame(local2: snapvc.Repository, tmp_path: Path,
+                                                          s3_url: str) -> None:
+    local = local2  # format 2: the same frames as S3 keeps (deltas, dictionary frames), so they travel as stored
     library_run(local, 30)
     local.tag("v1", at="main~10")
     with snapvc.clone(str(local.location), s3_url) as cloud:
         assert cloud.tags() == local.tags()
         assert cloud.backend.objects.dictionaries() == local.backend.objects.dictionaries()
-    with snapvc.clone(s3_url, str(tmp_path / "back.snapvc")) as back:
+    with snapvc.clone(s3_url, str(tmp_path / "back.snapvc"), format=2) as back:
         ids = list(local.backend.objects.iter_ids())
         assert back.backend.objects.get_many(ids) == local.backend.objects.get_many(ids)
         assert commit_ids(back) == commit_ids(local)
+        assert back.fsck().ok
+
+
+def test_clone_from_format_3_to_s3_and_back_reframes_both_ways(local: snapvc.Repository, tmp_path: Path,
+                                                               s3_url: str) -> None:
+    state = library_run(local, 20)
+    local.tag("v1", at="main~5")
+    with snapvc.clone(str(local.location), s3_url) as cloud:
+        assert cloud.tags() == local.tags()
+        assert large_raw_frames(cloud) == 0  # S3 keeps frames compressed one by one
+        assert cloud.checkout("main") == state and cloud.fsck().ok
+    with snapvc.clone(s3_url, str(tmp_path / "back.snapvc")) as back:
+        assert codecs_of(back) == {CODEC_RAW}  # and the format 3 file raw frames for its packs
+        assert set(back.backend.objects.iter_ids()) == set(local.backend.objects.iter_ids())
+        assert commit_ids(back) == commit_ids(local) and back.checkout("v1") == local.checkout("v1")
         assert back.fsck().ok
 
 
@@ -333,7 +405,8 @@ def test_a_push_creates_the_remote_a_fetch_does_not(local: snapvc.Repository, tm
         assert created.resolve("main") == local.resolve("main")
 
 
-def test_s3_to_s3_clone_and_push(local: snapvc.Repository, s3_bucket: str) -> None:
+def test_s3_to_s3_clone_and_push(local2: snapvc.Repository, s3_bucket: str) -> None:
+    local = local2  # format 2: its dictionary is shipped to S3 and on to the second copy
     first, second = f"s3://{s3_bucket}/sync-a-{id(local)}", f"s3://{s3_bucket}/sync-b-{id(local)}"
     state = library_run(local, 12)
     local.push(first, "main")

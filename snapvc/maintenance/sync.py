@@ -15,7 +15,11 @@ Any two repositories sync, whatever their backends (embedded file, ``memory://``
    compressed with a zstd dictionary the destination does not share (dictionaries are
    numbered per store): those are re-framed on the way. A clone into an empty
    repository ships the dictionaries first, under the same numbers, so nothing needs
-   re-framing.
+   re-framing. When either side compresses what it keeps itself
+   (``StoreCapabilities.compresses``: a format 3 SQLite file, whose frames are raw and
+   whose packs compress them together), every object is re-framed: its canonical bytes
+   are written through the destination's compressor, so a format 3 file receives raw
+   frames for its packs, and any other store compressed frames (never raw ones).
 4. **Writes in order** (invariant 1): objects in batches of about ``BATCH_BYTES`` (on
    S3 each batch is one pack), the deepest level of the trees first, so an object the
    destination holds never lacks what it refers to unless an ancestor is missing too;
@@ -96,8 +100,9 @@ class Remote:
 @dataclass
 class TransferStats:
     """What one sync sent: commits, objects and their bytes as stored at the source (the
-    frames sent, and the commits), objects re-framed for the destination's
-    dictionaries, dictionaries shipped."""
+    frames sent, and the commits; an object's canonical bytes when either side compresses
+    itself, as no frame of it travels), objects re-framed for the destination,
+    dictionaries shipped."""
 
     commits: int = 0
     objects: int = 0
@@ -304,8 +309,11 @@ def copy_history(src: Versioned, dst: Versioned, tips: Iterable[ObjectId], *,
     if not commits:
         return stats
     _check_incoming(src, dst, commits)
-    shared = _ship_dictionaries(src, dst, stats)
     raw_src = src.backend.objects
+    # A store that compresses itself keeps raw frames and wants raw frames: frames travel
+    # as stored only between two stores that keep them compressed one by one.
+    as_stored = not (raw_src.capabilities.compresses or dst.backend.objects.capabilities.compresses)
+    shared = _ship_dictionaries(src, dst, stats) if as_stored else set()
     seen: set[ObjectId] = set()
     level = list(dict.fromkeys(c.tree for c in commits))
     # What travels, spooled level by level while the trees are walked from their roots:
@@ -324,14 +332,15 @@ def copy_history(src: Versioned, dst: Versioned, tips: Iterable[ObjectId], *,
                 wanted = [oid for oid in batch if oid not in present]
                 if not wanted:
                     continue
-                frames = raw_src.get_many(wanted)
                 canonical = src.store.get_many(wanted)  # verified: nothing damaged travels
+                frames = raw_src.get_many(wanted) if as_stored else canonical
                 for oid in wanted:
                     frame = frames.get(oid)
                     data = canonical.get(oid)
                     if frame is None or data is None:
                         raise RepositoryError(f"{src.location!r} lacks object {oid}, which commits being sent need")
-                    reframed = bool(frame) and frame[0] == CODEC_ZSTD_DICT and frame_dictionary(oid, frame) not in shared
+                    reframed = not as_stored or (bool(frame) and frame[0] == CODEC_ZSTD_DICT
+                                                 and frame_dictionary(oid, frame) not in shared)
                     payload = data if reframed else frame
                     spooled.append((oid, spool.tell(), len(payload), reframed))
                     spool.write(payload)
