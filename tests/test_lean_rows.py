@@ -54,7 +54,7 @@ def _history(index: SqliteCommitIndex, store: SqliteRefStore) -> list[Commit]:
     detached HEAD made symbolic again, a commit the index gets after its child."""
     commits: list[Commit] = []
     for n, (message, metadata) in enumerate(zip(MESSAGES, METADATA, strict=True)):
-        parents = (commits[-1].id,) if commits else ()
+        parents: tuple[ObjectId, ...] = (commits[-1].id,) if commits else ()
         if n == 4:  # a merge of main and an unindexed commit
             parents = (commits[-1].id, _commit(90, (), "elsewhere", None).id)
         commit = _commit(n, parents, message, metadata, generation=1 + n)
