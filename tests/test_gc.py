@@ -47,6 +47,25 @@ def repo_and_clock(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[snap
     repo.close()
 
 
+@pytest.fixture(params=["sqlite", "memory"])
+def delta_repo_and_clock(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[snapvc.Repository, Clock]:
+    """A store that writes delta frames: a format 2 file (a format 3 file's packs keep
+    raw frames, no deltas) or memory."""
+    clock = Clock()
+    if request.param == "sqlite":
+        repo = snapvc.open(tmp_path / "gc.snapvc", clock=clock, format=2)
+    else:
+        repo = snapvc.open("memory://", clock=clock)
+    yield repo, clock
+    repo.close()
+
+
+def packed_ids(repo: snapvc.Repository) -> set[bytes]:
+    """Every id listed in a row of a format 3 file's table ``packs``."""
+    rows = repo.backend.file.conn.execute("SELECT ids FROM packs").fetchall()
+    return {ids[i : i + 32] for (ids,) in rows for i in range(0, len(ids), 32)}
+
+
 def test_nothing_to_remove_in_a_fresh_history(repo_and_clock: tuple[snapvc.Repository, Clock]) -> None:
     repo, clock = repo_and_clock
     _grow(repo, clock, 10)
@@ -114,8 +133,8 @@ def test_put_of_an_existing_object_refreshes_its_age(repo_and_clock: tuple[snapv
     assert repo.backend.objects.mtimes([oid])[oid] == pytest.approx(first + HOUR)
 
 
-def test_delta_bases_of_kept_frames_are_kept(repo_and_clock: tuple[snapvc.Repository, Clock]) -> None:
-    repo, clock = repo_and_clock
+def test_delta_bases_of_kept_frames_are_kept(delta_repo_and_clock: tuple[snapvc.Repository, Clock]) -> None:
+    repo, clock = delta_repo_and_clock
     final = _grow(repo, clock, 20)
     clock.now += 40 * 86400
     report = repo.gc(keep=Keep(last=3), reflog_expiry=0, grace=0)
@@ -127,6 +146,55 @@ def test_delta_bases_of_kept_frames_are_kept(repo_and_clock: tuple[snapvc.Reposi
     assert [c.metadata["step"] for c in fresh.log("main")] == [19, 18, 17]
     checked = repo.fsck()
     assert checked.ok and checked.dangling_objects == () == checked.dangling_commits  # bases are not dangling
+
+
+def test_retention_on_format_3_rewrites_the_packs_holding_garbage_and_gives_the_pages_back(tmp_path: Path) -> None:
+    clock = Clock()
+    with snapvc.open(tmp_path / "packs.snapvc", clock=clock) as repo:
+        final = _grow(repo, clock, 20)
+        clock.now += 40 * 86400
+        before = repo.backend.objects.sizes()
+        report = repo.gc(keep=Keep(last=3), reflog_expiry=0, grace=0)
+        assert report.rewrites[0].kept == 3 and len(report.removed_commits) == 20
+        assert report.kept_delta_bases == 0  # raw frames in packs: no deltas, no bases to keep
+        removed = set(report.removed_objects)
+        assert removed and not removed & packed_ids(repo)  # gone from every pack row
+        assert packed_ids(repo) == {bytes(oid) for oid in repo.backend.objects.iter_ids()}
+        assert before.objects - repo.backend.objects.sizes().objects == len(removed)
+        conn = repo.backend.file.conn
+        assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0  # the freed pages went back
+        fresh = snapvc.Repository(repo.backend)  # nothing served from the caches
+        assert fresh.checkout("main") == final
+        checked = repo.fsck()
+        assert checked.ok and checked.dangling_objects == () == checked.dangling_commits
+    with snapvc.open(tmp_path / "packs.snapvc", create=False) as reopened:
+        assert reopened.checkout("main") == final and reopened.fsck().ok
+
+
+def test_a_sealed_pack_holds_its_objects_for_the_grace_period_of_its_youngest_block(tmp_path: Path) -> None:
+    """A block's time is the age of its objects; a sealed pack takes the youngest time of
+    what it joined, so old garbage sealed with new objects is young again (kept), until
+    the grace period of the pack's time ends."""
+    clock = Clock()
+    with snapvc.open(tmp_path / "sealed.snapvc", clock=clock) as repo:
+        repo.commit({"main": 1})
+        repo.branch("scratch")
+        repo.commit({"draft": "old draft " * 800}, branch="scratch")
+        repo.delete_branch("scratch")
+        old = [oid for oid in repo.backend.objects.iter_ids() if repo.backend.objects.mtimes([oid])[oid] == clock.now]
+        joined_at = clock.now + 2 * HOUR
+        clock.now = joined_at
+        repo.commit({"main": 2, "notes": "new notes " * 800})
+        repo.backend.objects.finish_stream()
+        assert repo.backend.objects.seal_all() >= 1
+        assert set(repo.backend.objects.mtimes(old).values()) == {joined_at}
+        report = repo.gc(grace=HOUR, reflog_expiry=0)
+        assert report.removed_objects == () and report.kept_young > 0
+        assert repo.checkout("main") == {"main": 2, "notes": "new notes " * 800}
+        clock.now = joined_at + 2 * HOUR
+        report = repo.gc(grace=HOUR, reflog_expiry=0)
+        assert report.removed_objects and set(report.removed_objects) <= set(old)
+        assert repo.fsck().ok
 
 
 def test_retention_keeps_last_hourly_daily_weekly_and_ids_before_the_first_drop(tmp_path: Path) -> None:
@@ -217,14 +285,17 @@ def test_a_writer_whose_caches_name_swept_objects_commits_whole(tmp_path: Path) 
     writer.close()
 
 
-def test_a_commit_between_plan_and_sweep_keeps_the_delta_bases_of_what_it_reuses(tmp_path: Path) -> None:
+# Format 2 stores the reused nodes as deltas on older versions; format 3 keeps no deltas,
+# so there the sweep keeps only what the new commit reaches.
+@pytest.mark.parametrize("format", [2, 3])
+def test_a_commit_between_plan_and_sweep_keeps_the_delta_bases_of_what_it_reuses(tmp_path: Path, format: int) -> None:
     """The plan dooms a reset branch's objects; before the sweep, a writer whose caches
     name them commits the same state again, reusing nodes stored as deltas on older
     versions (a chain of them). The sweep keeps what the new commit reaches and the
     bases those frames need."""
     clock = Clock()
     path = tmp_path / "between.snapvc"
-    writer = snapvc.open(path, clock=clock)
+    writer = snapvc.open(path, clock=clock, format=format)
     writer.commit({"start": True})
     state: dict = {"doc": "base " * 5000, "items": []}
     for step in range(4):

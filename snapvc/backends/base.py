@@ -167,6 +167,11 @@ class Backend(ABC):
         which the sweep has checked already: its transaction excludes every writer."""
         return self.commits.delete_many(ids) if commits else self.objects.delete_many(ids)
 
+    def release_space(self) -> None:
+        """Give the space a sweep freed inside the storage back to the system, after the
+        sweep's transaction (an SQLite file's free pages); here there is none to give."""
+        return None
+
     def id_map(self, name: str) -> IdMap:
         """The ``IdMap`` called ``name`` (a lowercase identifier that names what it maps
         and its version, e.g. ``git_commits_v1``). Here it lives as long as this backend;

@@ -7,7 +7,10 @@ Roots (invariant 5 of docs/design.md):
   sweep, so no entry ever names a deleted commit);
 - every object, and every commit of the commit index, younger than the grace period (by
   its ``mtime``, which a put of an existing id refreshes): what a writer in another
-  process stored but no ref reaches yet is safe for that long.
+  process stored but no ref reaches yet is safe for that long. In a format 3 SQLite
+  file an object's age is its block's time in table ``packs`` (a sealed pack: the
+  youngest block it joined), and deleting rewrites each pack holding garbage without
+  it; the pages freed go back to the file system after the sweep (``release_space``).
 
 What roots reach is kept: commits through all their parents, their trees, and the delta
 bases of every kept frame (transitively: a base may itself be a delta); compression
@@ -481,7 +484,9 @@ def sweep(repo: Versioned, plan: GcPlan, progress: Progress = no_progress) -> tu
         doomed_commits = [oid for oid in plan.garbage_commits if oid not in marker.commits
                           and commit_ages.get(oid, 0.0) < plan.now - plan.grace_seconds]
         removed = 0
-        parts = batches(doomed)
+        # A store that compresses itself (a format 3 file's packs) rewrites every pack
+        # holding a doomed object: all of them in one call, so each pack is rewritten once.
+        parts = [doomed] if doomed and repo.backend.objects.capabilities.compresses else batches(doomed)
         # On S3 nothing excludes writers from this sweep: the backend keeps what was
         # stored again at or after the cutoff since the ages above were read.
         cutoff = plan.now - plan.grace_seconds
@@ -493,6 +498,7 @@ def sweep(repo: Versioned, plan: GcPlan, progress: Progress = no_progress) -> tu
         repo.commits.forget_mtimes(plan.now - plan.grace_seconds)
         if doomed or doomed_commits:
             repo.backend.bump_gc_epoch()
+    repo.backend.release_space()  # (not inside the transaction: an SQLite file frees pages after it)
     freed = sum(plan.garbage_objects[o] for o in doomed) + sum(plan.garbage_commits[c] for c in doomed_commits)
     return doomed, doomed_commits, freed, expired
 

@@ -93,6 +93,11 @@ class SqliteBackend(Backend):
     def set_durability(self, durability: str) -> None:
         self.file.set_durability(durability)
 
+    def release_space(self) -> None:
+        """The pages a sweep freed (packs rewritten without garbage) go back to the file
+        system (``SqliteFile.release_free_pages``; a format 3 file only)."""
+        self.file.release_free_pages()
+
     def id_map(self, name: str) -> IdMap:
         """The ``IdMap`` called ``name``, kept in the file as a table of that name."""
         return SqliteIdMap(self.file, name)
