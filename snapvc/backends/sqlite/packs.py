@@ -349,7 +349,15 @@ class SqlitePackStore:
             for stream, wanted in by_stream.items():
                 # Decoded once as far as the furthest object asked for.
                 end, _, last = max((offset + length, offset, oid) for offset, length, oid in wanted)
-                decoded = self._decoded(stream, end, last)
+                try:
+                    decoded = self._decoded(stream, end, last)
+                except CorruptObjectError as exc:
+                    if len(out) + len(wanted) == 1 and len(by_stream) == 1:
+                        raise
+                    # As a damaged page of a format 2 file: the batch fails as a whole, and
+                    # a reader that must know which objects (fsck) reads them one by one.
+                    raise RepositoryError(f"{str(self.file.path)!r}: objects of pack {stream} cannot be read "
+                                          f"({exc}); run 'snapvc fsck'") from None
                 for offset, length, oid in wanted:
                     out[oid] = bytes(decoded[offset : offset + length])
         return out
