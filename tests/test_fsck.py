@@ -21,9 +21,9 @@ from tests.test_cli import run
 DOC = "".join(f"Paragraph {i}: what the agent found about source {i % 7}.\n" for i in range(400))
 
 
-def _make(path: Path) -> dict:
+def _make(path: Path, format: int = 3) -> dict:
     state = {"doc": DOC, "notes": {"plan": "compare", "long": "n" * 4000}, "messages": []}
-    with snapvc.open(path) as repo:
+    with snapvc.open(path, format=format) as repo:
         for i in range(4):
             state["messages"].append({"role": "user", "content": f"question {i} " * 60})
             repo.commit(state, message=f"step {i}")
@@ -59,7 +59,7 @@ def test_a_sound_repository_is_ok(tmp_path: Path) -> None:
 
 def test_a_flipped_byte_is_named_with_its_refs_and_path(tmp_path: Path) -> None:
     path = tmp_path / "flip.snapvc"
-    _make(path)
+    _make(path, format=2)  # format 2: one frame a row in table 'objects' (format 3: test_fsck_packs.py)
     with snapvc.open(path) as repo:
         doc = _object_at(repo, "doc")
     conn = sqlite3.connect(path)
@@ -79,7 +79,7 @@ def test_a_flipped_byte_is_named_with_its_refs_and_path(tmp_path: Path) -> None:
 
 def test_a_row_whose_data_became_text_is_corrupt_not_a_crash(tmp_path: Path) -> None:
     path = tmp_path / "text.snapvc"
-    _make(path)
+    _make(path, format=2)  # format 2: one frame a row in table 'objects' (format 3: test_fsck_packs.py)
     with snapvc.open(path) as repo:
         doc = _object_at(repo, "doc")
     _sql(path, "UPDATE objects SET data = CAST(X'C3FF00' AS TEXT) WHERE id = ?", doc)
@@ -91,7 +91,7 @@ def test_a_row_whose_data_became_text_is_corrupt_not_a_crash(tmp_path: Path) -> 
 
 def test_a_missing_object_is_named_with_the_commits_reaching_it(tmp_path: Path) -> None:
     path = tmp_path / "missing.snapvc"
-    _make(path)
+    _make(path, format=2)  # format 2: one frame a row in table 'objects' (format 3: test_fsck_packs.py)
     with snapvc.open(path) as repo:
         long_note = _object_at(repo, "notes")
         kind, node = decode_node(long_note, repo.loader.fetch(long_note))
@@ -122,7 +122,7 @@ def test_a_damaged_commit_row_and_a_ref_to_nothing(tmp_path: Path) -> None:
 
 def test_salvage_writes_every_whole_commit_and_leaves_out_the_damaged(tmp_path: Path) -> None:
     path = tmp_path / "salvage.snapvc"
-    state = _make(path)
+    state = _make(path, format=2)  # format 2: one frame a row in table 'objects' (format 3: test_fsck_packs.py)
     with snapvc.open(path) as repo:
         last_message = next(iter(repo.log("main")))
         newest = _object_at(repo, "messages")
@@ -140,7 +140,7 @@ def test_salvage_writes_every_whole_commit_and_leaves_out_the_damaged(tmp_path: 
 @pytest.mark.slow
 def test_fsck_and_gc_commands(tmp_path: Path) -> None:
     path = tmp_path / "agent.snapvc"
-    _make(path)
+    _make(path, format=2)  # format 2: one frame a row in table 'objects' (format 3: test_fsck_packs.py)
     done = run("fsck", cwd=tmp_path)
     assert done.returncode == 0 and "no problems" in done.stdout
     done = run("gc", "--dry-run", "--json", cwd=tmp_path)

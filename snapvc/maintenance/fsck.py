@@ -174,14 +174,20 @@ def _read_all(repo: Versioned, progress: Progress) -> _Graph:
     _storage_read(graph, "the ages of commits", repo.commits.mtimes, dict[ObjectId, float]())
     _storage_read(graph, "the gc epoch", repo.backend.gc_epoch, 0)
     _storage_read(graph, "the remotes", lambda: sync.remotes(repo), dict[str, sync.Remote]())
+    # A store that compresses itself keeps raw frames: no delta bases to read.
+    deltas = not raw.capabilities.compresses
     parts = batches(ids)
     for batch in progress(parts, len(parts), "checking objects"):
         _storage_read(graph, "the ages of objects", functools.partial(raw.mtimes, batch), dict[ObjectId, float]())
         try:
-            graph.bases.update(read_frames(raw, batch)[1])
+            if deltas:
+                graph.bases.update(read_frames(raw, batch)[1])
             found, errors = read_batch(store, batch)
-        except _STORAGE_ERRORS:  # a damaged page under some row of the batch: one by one
-            found, errors = _read_one_by_one(raw, store, batch, graph)
+        except (*_STORAGE_ERRORS, SnapvcError):
+            # A damaged page under some row of the batch, or a frame or pack that does not
+            # decode (a pack's error names one of its objects): one by one, so that each
+            # damaged object is named.
+            found, errors = _read_one_by_one(raw, store, batch, graph, deltas)
         for oid, exc in errors.items():
             if isinstance(exc, ObjectNotFoundError):
                 graph.present.discard(oid)  # listed, then deleted (a gc beside): whoever needs it says so
@@ -244,13 +250,14 @@ def _storage_read(graph: _Graph, what: str, read: Callable[[], T], default: T, k
         return default
 
 
-def _read_one_by_one(raw: Any, store: Any, batch: list[ObjectId],
-                     graph: _Graph) -> tuple[dict[ObjectId, bytes], dict[ObjectId, SnapvcError]]:
+def _read_one_by_one(raw: Any, store: Any, batch: list[ObjectId], graph: _Graph,
+                     deltas: bool) -> tuple[dict[ObjectId, bytes], dict[ObjectId, SnapvcError]]:
     found: dict[ObjectId, bytes] = {}
     errors: dict[ObjectId, SnapvcError] = {}
     for oid in batch:
         try:
-            graph.bases.update(read_frames(raw, [oid])[1])
+            if deltas:
+                graph.bases.update(read_frames(raw, [oid])[1])
             got, failed = read_batch(store, [oid])
         except CorruptObjectError as exc:
             errors[oid] = exc
