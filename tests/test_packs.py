@@ -179,3 +179,26 @@ def test_the_sealer_swaps_packs_while_another_thread_commits(tmp_path: Path, mon
         assert repo.fsck().ok
         for oid, expected in done:
             assert repo.checkout(oid) == expected
+
+
+def test_the_blocks_after_a_damaged_block_of_a_stream_are_named_not_misread(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offsets of a stream's later blocks count the bytes of the blocks before them:
+    after a block whose row is damaged, they are left out and named, and the blocks before
+    it read as ever."""
+    monkeypatch.setattr(packs, "CLOSE_SEAL_BYTES", 0)  # the stream stays in its blocks
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        ids = [repo.commit({"i": i, "text": f"block {i} " * 300}, message=f"s{i}").id for i in range(3)]
+    conn = sqlite3.connect(path)
+    rows = conn.execute("SELECT number FROM packs WHERE stream = (SELECT min(number) FROM packs) ORDER BY number")
+    first, middle, last = [n for (n,) in rows.fetchall()][:3]
+    conn.execute("UPDATE packs SET ids = ? WHERE number = ?", (b"\x01" * 31, middle))
+    conn.commit()
+    conn.close()
+    with snapvc.open(path) as repo:
+        assert repo.checkout(ids[0]) == {"i": 0, "text": "block 0 " * 300}
+        report = repo.fsck()
+        text = "\n".join(str(p) for p in report.problems)
+        assert f"row {middle}" in text and f"row {last}" in text and f"follows damaged row {middle}" in text
+        assert f"row {first}" not in text

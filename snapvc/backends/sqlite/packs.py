@@ -183,6 +183,7 @@ class SqlitePackStore:
         self._blocks: dict[int, _Block] = {}
         self._streams: dict[int, list[int]] = {}  # stream -> its blocks' numbers, in order
         self._damaged: dict[str, str] = {}  # rows the directory left out, and why
+        self._broken: dict[int, int] = {}  # stream -> its first damaged row: the rows after it are left out too
         self._loaded = False
         self._data_version: int | None = None
         self._generation: str | None = None
@@ -215,6 +216,7 @@ class SqlitePackStore:
             self._blocks.clear()
             self._streams.clear()
             self._damaged.clear()
+            self._broken.clear()
             self._readers.clear()
         try:
             rows = self.file.conn.execute(
@@ -240,8 +242,14 @@ class SqlitePackStore:
             problem = f"its state {wrong(state)}, not one of {sorted(_STATES)}"
         elif not is_number(mtime):
             problem = f"its time {wrong(mtime)}, not a number"
+        elif stream in self._broken:
+            # Its objects' offsets in the stream count the damaged block's bytes, which
+            # are not known: none of them can be found.
+            problem = f"it follows damaged row {self._broken[stream]} of its stream {stream}"
         if problem is not None or lengths is None:
             self._damaged[row] = problem or "unreadable"
+            if type(stream) is int:
+                self._broken.setdefault(stream, number)
             return
         assert type(ids) is bytes and type(stream) is int and type(state) is int and is_number(mtime)
         blocks = self._streams.setdefault(stream, [])
