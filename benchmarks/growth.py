@@ -210,6 +210,9 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
         first = (curve.sizes[reached[1]] - curve.sizes[0]) / reached[1]
         a, b = reached[-2], reached[-1]
         last = (curve.sizes[b] - curve.sizes[a]) / (b - a)
+        if first <= 0:  # a quick run's first interval may fit in the pages the file had already
+            growth_row += ["-", ""]
+            continue
         growth_row += [f"{last / first:.2f}x (to {b:,} steps)", ""]
     rows.append(growth_row)
     common = [p for p in points if all(p in c.sizes for c in curves)]
