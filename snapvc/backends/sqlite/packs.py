@@ -97,8 +97,9 @@ CLOSE_SEAL_BYTES = 4 << 20
 STALE_SECONDS = 3600
 # Decoded bytes kept for reads, across streams (the least recently read go first).
 CACHE_BYTES = 64 << 20
-# Compressed bytes fed to a stream's decompressor at a time.
-_FEED = 64 << 10
+# Compressed bytes fed to a stream's decompressor at a time: a read decodes up to this
+# many compressed bytes past what it needs; smaller steps copy what is left more often.
+_FEED = 1 << 20
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS packs (number INTEGER PRIMARY KEY, stream INTEGER NOT NULL, state INTEGER NOT NULL, "
