@@ -56,6 +56,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import zstandard
@@ -102,7 +103,10 @@ CACHE_BYTES = 64 << 20
 _FEED = 1 << 20
 
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS packs (number INTEGER PRIMARY KEY, stream INTEGER NOT NULL, state INTEGER NOT NULL, "
+    # AUTOINCREMENT: a number is never given twice, even after the rows with the highest
+    # numbers were rewritten; a writer tells its own stream's last block by its number.
+    "CREATE TABLE IF NOT EXISTS packs (number INTEGER PRIMARY KEY AUTOINCREMENT, stream INTEGER NOT NULL, "
+    "state INTEGER NOT NULL, "
     "time INTEGER NOT NULL, ids BLOB NOT NULL, sizes BLOB NOT NULL, data BLOB NOT NULL)",
     "CREATE INDEX IF NOT EXISTS packs_stream ON packs (stream, number)",
 )
@@ -346,9 +350,25 @@ class SqlitePackStore:
                     break
             total -= len(self._readers.pop(stream).decoded)
 
+    @contextmanager
+    def _snapshot(self, what: str = "table 'packs'") -> Iterator[sqlite3.Connection]:
+        """The connection, under the lock, in one read transaction (unless a write
+        transaction is open already): the directory check and the rows read after it see
+        the same file, never a rewrite another process committed in between."""
+        with self.file.reading(what) as c:
+            if c.in_transaction:
+                yield c
+                return
+            c.execute("BEGIN")
+            try:
+                yield c
+            finally:
+                if c.in_transaction:
+                    c.execute("COMMIT")
+
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
         out: dict[ObjectId, bytes] = {}
-        with self.file.reading("table 'packs'"):
+        with self._snapshot():
             self._current()
             by_stream: dict[int, list[tuple[int, int, ObjectId]]] = {}
             for oid in ids:
@@ -378,17 +398,17 @@ class SqlitePackStore:
         return found[oid]
 
     def has_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
-        with self.file.reading("table 'packs'"):
+        with self._snapshot():
             self._current()
             return {oid for oid in ids if oid in self._where}
 
     def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
-        with self.file.reading("table 'packs'"):
+        with self._snapshot():
             self._current()
             return with_prefix(sorted(ObjectId(oid) for oid in self._where), hex_prefix, limit)
 
     def iter_ids(self) -> Iterator[ObjectId]:
-        with self.file.reading("table 'packs'"):
+        with self._snapshot():
             self._current()
             ids = [ObjectId(oid) for oid in self._where]
             if self._damaged:
@@ -396,12 +416,12 @@ class SqlitePackStore:
         return iter(ids)
 
     def mtimes(self, ids: Iterable[ObjectId]) -> dict[ObjectId, float]:
-        with self.file.reading("table 'packs'"):
+        with self._snapshot():
             self._current()
             return {oid: self._blocks[found[0]].time for oid in ids if (found := self._where.get(oid)) is not None}
 
     def sizes(self) -> StoreSizes:
-        with self.file.reading("table 'packs'"):
+        with self._snapshot():
             self._current()
             total = self.file.conn.execute("SELECT coalesce(sum(length(data)), 0) FROM packs").fetchone()[0]
             return StoreSizes(objects=len(self._where), stored_bytes=total)
@@ -434,7 +454,11 @@ class SqlitePackStore:
             del undo[:]
 
     def _next_number(self) -> int:
-        row = self.file.conn.execute("SELECT coalesce(max(number), 0) + 1 FROM packs").fetchone()
+        # Past every number given so far (sqlite_sequence keeps the highest even when its
+        # row is gone), never only past the rows there are now.
+        row = self.file.conn.execute(
+            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'packs'), 0), "
+            "coalesce((SELECT max(number) FROM packs), 0)) + 1").fetchone()
         number: int = row[0]
         return number
 
@@ -442,8 +466,8 @@ class SqlitePackStore:
                    undo: list[tuple[bytes, tuple[int, int, int] | None]]) -> None:
         writing = self._writing
         if writing is not None:
-            row = self.file.conn.execute("SELECT state FROM packs WHERE number = ?", (writing.last,)).fetchone()
-            if row is None or row[0] != OPEN or writing.stream not in self._streams:
+            row = self.file.conn.execute("SELECT state, stream FROM packs WHERE number = ?", (writing.last,)).fetchone()
+            if row is None or tuple(row) != (OPEN, writing.stream) or writing.stream not in self._streams:
                 writing = self._writing = None  # rewritten by a gc or a sealer meanwhile
         number = self._next_number()
         if writing is None:
@@ -615,7 +639,7 @@ class SqlitePackStore:
         """Join ``streams`` into one sealed pack: read them (under the lock), compress
         (without it), and swap the pack in for their rows in one transaction, unless one
         of them changed meanwhile. Whether it was swapped in."""
-        with self.file.lock:
+        with self._snapshot():
             self._current()
             if any(s not in self._streams for s in streams):
                 return False
