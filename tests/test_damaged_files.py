@@ -40,7 +40,11 @@ def _sql(path: Path, statement: str, *args: object) -> None:
 def _gc_refuses(path: Path, *names: str) -> None:
     """gc (a dry run too) stops before deleting anything, naming the damage; nothing is deleted."""
     conn = sqlite3.connect(path)
-    before = conn.execute("SELECT count(*) FROM objects").fetchone()[0]
+    # The objects' rows: table objects (formats 1, 2) or the packs and their ids (format 3).
+    count = ("SELECT count(*) FROM objects" if conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE name = 'objects'").fetchone() else
+        "SELECT coalesce(sum(length(ids)), 0) FROM packs")
+    before = conn.execute(count).fetchone()[0]
     conn.close()
     for dry_run in (True, False):
         with snapvc.open(path) as repo, pytest.raises(snapvc.RepositoryError) as err:
@@ -49,7 +53,7 @@ def _gc_refuses(path: Path, *names: str) -> None:
         for name in names:
             assert name in str(err.value)
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT count(*) FROM objects").fetchone()[0] == before
+    assert conn.execute(count).fetchone()[0] == before
     conn.close()
 
 

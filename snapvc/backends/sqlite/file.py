@@ -230,8 +230,7 @@ class SqliteFile:
     def on_rollback(self, hook: Callable[[], None]) -> None:
         """Call ``hook`` if the write transaction in progress rolls back (a store drops
         what it remembered of the write); forgotten once the transaction commits."""
-        if not self._depth:
-            raise RuntimeError("on_rollback is for a write transaction in progress")
+        assert self._depth, "on_rollback is for a write transaction in progress"
         self._rollback_hooks.append(hook)
 
     def release_free_pages(self) -> None:
