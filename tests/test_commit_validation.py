@@ -173,7 +173,7 @@ def allow_inserts(path: Path, table: str) -> None:
 
 @pytest.mark.parametrize(("table", "error", "names"), [
     ("commits", UnknownRevisionError, "is not stored in"),
-    ("objects", ObjectNotFoundError, "the tree of commit"),
+    ("packs", ObjectNotFoundError, "the tree of commit"),
 ])
 def test_a_branch_never_moves_to_a_commit_whose_write_was_skipped(table: str, error: type[Exception], names: str,
                                                                    tmp_path: Path) -> None:

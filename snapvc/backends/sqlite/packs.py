@@ -398,9 +398,16 @@ class SqlitePackStore:
         return found[oid]
 
     def has_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
-        with self._snapshot():
+        with self._snapshot() as c:
             self._current()
-            return {oid for oid in ids if oid in self._where}
+            found = {oid: self._where[oid][0] for oid in ids if oid in self._where}
+            # Their rows, asked of the file: a write it skipped (a trigger, a damaged
+            # file) must not count as stored, though this process remembers writing it.
+            rows: set[int] = set()
+            for batch in batched(sorted(set(found.values()))):  # type: ignore[arg-type]  # ints bind like ids
+                rows.update(n for (n,) in c.execute(
+                    f"SELECT number FROM packs WHERE number IN ({','.join('?' * len(batch))})", batch))
+            return {oid for oid, number in found.items() if number in rows}
 
     def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
         with self._snapshot():
