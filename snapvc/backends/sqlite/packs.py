@@ -93,7 +93,7 @@ JOIN_BYTES = 8 << 20
 SEAL_PACKED_BYTES = 16 << 20
 # A repository closing after it wrote seals what is pending if it is at most this much
 # (a fraction of a second); more is left to the next writer's sealer.
-CLOSE_SEAL_BYTES = 4 << 20
+CLOSE_SEAL_BYTES = 1 << 20
 # An open stream whose last block is this old lost its writer (a crash): it is sealed.
 STALE_SECONDS = 3600
 # Decoded bytes kept for reads, across streams (the least recently read go first).
@@ -642,7 +642,7 @@ class SqlitePackStore:
         last = self._blocks[self._streams[stream][-1]]
         return last.start + last.size
 
-    def seal(self, streams: list[int]) -> bool:
+    def seal(self, streams: list[int], stopping: Callable[[], bool] = lambda: False) -> bool:
         """Join ``streams`` into one sealed pack: read them (under the lock), compress
         (without it), and swap the pack in for their rows in one transaction, unless one
         of them changed meanwhile. Whether it was swapped in."""
@@ -659,7 +659,9 @@ class SqlitePackStore:
             if oid not in seen:
                 seen.add(oid)
                 unique.append((oid, frame))
-        body = _compress_all([b"".join(frame for _, frame in unique)], SEAL_LEVEL)[0]
+        body = _compress_stopping(b"".join(frame for _, frame in unique), SEAL_LEVEL, stopping)
+        if body is None:
+            return False  # the repository is closing: the rows stay as they are
         with self.file.transaction() as c:
             self._current()
             for s, numbers in rows.items():
@@ -746,6 +748,24 @@ def _compress_all(raws: list[bytes], level: int) -> list[bytes]:
     return [compressor.compress(raw) for raw in raws]
 
 
+# The sealer compresses this much at a time, and gives up between two if asked to stop.
+_SEAL_STEP = 256 << 10
+
+
+def _compress_stopping(raw: bytes, level: int, stopping: Callable[[], bool]) -> bytes | None:
+    """``raw`` as one zstd frame (its size in the header), or None if ``stopping()``
+    turned true meanwhile: a closing repository does not wait for a whole seal."""
+    compressor = zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=False)
+    stream = compressor.compressobj(size=len(raw))
+    out = []
+    for start in range(0, len(raw), _SEAL_STEP):
+        if stopping():
+            return None
+        out.append(stream.compress(raw[start : start + _SEAL_STEP]))
+    out.append(stream.flush())
+    return b"".join(out)
+
+
 class _Sealer:
     """A thread that seals what ``SqlitePackStore.seal_plan`` names when asked; it holds
     the file's lock only to read and to swap (see ``SqlitePackStore.seal``)."""
@@ -778,7 +798,7 @@ class _Sealer:
                 for group in plan:
                     if self._stopping:
                         return
-                    self._store.seal(group)
+                    self._store.seal(group, lambda: self._stopping)
             except (RepositoryError, sqlite3.Error) as exc:
                 # A busy or closing file: sealing only makes the file smaller, never more
                 # correct; what it left is sealed on the next request or close.
