@@ -101,6 +101,18 @@ def _column_problem(column: str, value: object) -> str | None:
     return None if ok else f"{column} {wrong(value)}, not {expected}"
 
 
+def _commit(oid: bytes, tree: bytes, parents: bytes, author: str, ts: int, message: str, gen: int,
+            meta: bytes) -> Commit:
+    """The commit of a row whose columns were checked. Ids of rows this index wrote are
+    32 bytes: ObjectId's length check is skipped (a log walk builds hundreds of commits)."""
+    n = len(parents)
+    if n == ID_SIZE:
+        parent_ids: tuple[ObjectId, ...] = (_trusted_id(ObjectId, parents),)
+    else:
+        parent_ids = tuple([_trusted_id(ObjectId, parents[i : i + ID_SIZE]) for i in range(0, n, ID_SIZE)])
+    return Commit(_trusted_id(ObjectId, oid), _trusted_id(ObjectId, tree), parent_ids, author, ts, message, gen, meta)
+
+
 class SqliteCommitIndex:
     """Table ``commits`` of a ``SqliteFile`` (in the layout of the file's format: see the
     module's docstring). Ages are recorded apart (``touch``)."""
@@ -229,15 +241,7 @@ class SqliteCommitIndex:
                 and type(parents) is bytes and len(parents) % ID_SIZE == 0 and type(author) is str
                 and type(ts) is int and type(message) is str and type(meta) is str and type(gen) is int):
             raise self._damaged(row)
-        # Ids of rows this index wrote are 32 bytes: skip ObjectId's length check (a log
-        # walk builds hundreds of commits).
-        n = len(parents)
-        if n == ID_SIZE:
-            parent_ids: tuple[ObjectId, ...] = (_trusted_id(ObjectId, parents),)
-        else:
-            parent_ids = tuple([_trusted_id(ObjectId, parents[i : i + ID_SIZE]) for i in range(0, n, ID_SIZE)])
-        return Commit(_trusted_id(ObjectId, oid), _trusted_id(ObjectId, tree), parent_ids, author, ts, message, gen,
-                      meta.encode())
+        return _commit(oid, tree, parents, author, ts, message, gen, meta.encode())
 
     def _lean_commit(self, row: tuple[Any, ...]) -> Commit:
         oid, tree, parent, parent_id, more, author, ts, message, meta, gen = row
@@ -258,13 +262,7 @@ class SqliteCommitIndex:
                 and parents is not None and len(parents) % ID_SIZE == 0 and type(author) is str
                 and type(ts) is int and type(message) is str and meta is not None and type(gen) is int):
             raise self._lean_damaged(row)
-        n = len(parents)
-        if n == ID_SIZE:
-            parent_ids: tuple[ObjectId, ...] = (_trusted_id(ObjectId, parents),)
-        else:
-            parent_ids = tuple([_trusted_id(ObjectId, parents[i : i + ID_SIZE]) for i in range(0, n, ID_SIZE)])
-        return Commit(_trusted_id(ObjectId, oid), _trusted_id(ObjectId, tree), parent_ids, author, ts, message, gen,
-                      meta)
+        return _commit(oid, tree, parents, author, ts, message, gen, meta)
 
     def _damaged(self, row: tuple[Any, ...]) -> CorruptObjectError:
         """The error for a commit's row whose columns are not what this index writes."""

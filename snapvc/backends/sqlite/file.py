@@ -45,7 +45,7 @@ from snapvc.errors import (
 )
 from snapvc.ids import ID_SIZE, ObjectId
 
-__all__ = ["SqliteFile", "SYNCHRONOUS", "FORMAT_VERSION", "DICTIONARY_FORMAT", "PACKS_FORMAT", "CREATABLE_FORMATS",
+__all__ = ["SqliteFile", "BackgroundWork", "SYNCHRONOUS", "FORMAT_VERSION", "DICTIONARY_FORMAT", "PACKS_FORMAT", "CREATABLE_FORMATS",
            "APPLICATION_ID", "BATCH",
            "batched", "wrong", "is_number"]
 
@@ -370,49 +370,74 @@ class SqliteFile:
 _CHECKPOINT_PASSES = 4
 
 
-class _Checkpointer:
-    """A thread with its own connection that folds the write-ahead log into the file when
-    asked (``PRAGMA wal_checkpoint(PASSIVE)``: it never takes the write lock, so commits
-    go on meanwhile; the next commit after a complete one starts the log from its
-    beginning). SQLite releases the GIL while it works, so the checkpoint's page copies
-    and its fsync run beside the caller's work instead of inside one unlucky commit."""
+class BackgroundWork:
+    """A daemon thread that runs ``work`` once each time it is asked (``request``; asks
+    that come while it works make one more pass, not one each) until ``stop``, which
+    waits for the pass under way. ``work`` checks ``stopping`` to give up early. Used by
+    the write-ahead log's checkpoints and the pack store's sealer."""
 
-    def __init__(self, path: Path) -> None:
-        self._path = path
+    def __init__(self, name: str) -> None:
         self._wanted = threading.Event()
-        self._stopping = False
-        self.running = threading.Lock()  # held while a checkpoint runs
-        self._thread = threading.Thread(target=self._run, name=f"snapvc-checkpoint-{path.name}", daemon=True)
+        self.stopping = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def request(self) -> None:
         self._wanted.set()
 
     def stop(self) -> None:
-        self._stopping = True
+        self.stopping = True
         self._wanted.set()
         self._thread.join()
 
+    def work(self) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        """Run in the thread once it stops (release what ``work`` opened)."""
+
     def _run(self) -> None:
-        conn = sqlite3.connect(str(self._path), isolation_level=None, check_same_thread=False, timeout=30.0)
         try:
             while True:
                 self._wanted.wait()
                 self._wanted.clear()
-                if self._stopping:
+                if self.stopping:
                     return
-                # Each pass copies what the log held when it began; commits meanwhile add
-                # more. The log restarts from its beginning only once all of it is copied.
-                with self.running:
-                    for _ in range(_CHECKPOINT_PASSES):
-                        try:
-                            busy, logged, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                        except sqlite3.Error:
-                            break  # busy or closing: the next request tries again; close checkpoints anyway
-                        if busy or copied >= logged or self._stopping:
-                            break
+                self.work()
         finally:
-            conn.close()
+            self.finish()
+
+
+class _Checkpointer(BackgroundWork):
+    """Folds the write-ahead log into the file when asked, with a connection of its own
+    (``PRAGMA wal_checkpoint(PASSIVE)``: it never takes the write lock, so commits go on
+    meanwhile; the next commit after a complete one starts the log from its beginning).
+    SQLite releases the GIL while it works, so the checkpoint's page copies and its fsync
+    run beside the caller's work instead of inside one unlucky commit."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._conn: sqlite3.Connection | None = None
+        self.running = threading.Lock()  # held while a checkpoint runs
+        super().__init__(f"snapvc-checkpoint-{path.name}")
+
+    def work(self) -> None:
+        if self._conn is None:
+            self._conn = sqlite3.connect(str(self._path), isolation_level=None, check_same_thread=False, timeout=30.0)
+        # Each pass copies what the log held when it began; commits meanwhile add more.
+        # The log restarts from its beginning only once all of it is copied.
+        with self.running:
+            for _ in range(_CHECKPOINT_PASSES):
+                try:
+                    busy, logged, copied = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                except sqlite3.Error:
+                    break  # busy or closing: the next request tries again; close checkpoints anyway
+                if busy or copied >= logged or self.stopping:
+                    break
+
+    def finish(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
 
 
 def batched(ids: Iterable[ObjectId]) -> Iterator[list[ObjectId]]:

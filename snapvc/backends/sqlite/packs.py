@@ -61,7 +61,7 @@ from dataclasses import dataclass
 
 import zstandard
 
-from snapvc.backends.sqlite.file import SqliteFile, batched, is_number, wrong
+from snapvc.backends.sqlite.file import BackgroundWork, SqliteFile, batched, is_number, wrong
 from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported, with_prefix
@@ -112,18 +112,30 @@ _SCHEMA = (
 )
 
 
+class _SizesContexts(threading.local):
+    """This thread's zstd contexts for ``sizes`` columns, made once: a context made per
+    row would cost more than the row (zstd contexts are not shared across threads)."""
+
+    def __init__(self) -> None:
+        self.compressor = zstandard.ZstdCompressor(level=WRITE_LEVEL, write_content_size=True)
+        self.decompressor = zstandard.ZstdDecompressor()
+
+
+_sizes_contexts = _SizesContexts()
+
+
 def _pack_sizes(values: Iterable[int]) -> bytes:
     """The ``sizes`` column for these frame lengths (read back at once, as an array)."""
     sizes = array.array("I", values)
     if sys.byteorder != "little":
         sizes.byteswap()
-    return zstandard.ZstdCompressor(level=WRITE_LEVEL, write_content_size=True).compress(sizes.tobytes())
+    return _sizes_contexts.compressor.compress(sizes.tobytes())
 
 
 def _read_sizes(buf: bytes, count: int) -> list[int] | None:
     """The ``count`` frame lengths of a ``sizes`` column; None if it holds anything else."""
     try:
-        raw = zstandard.ZstdDecompressor().decompress(buf, max_output_size=4 * count + 1)
+        raw = _sizes_contexts.decompressor.decompress(buf, max_output_size=4 * count + 1)
     except zstandard.ZstdError:
         return None
     if len(raw) != 4 * count:
@@ -189,6 +201,7 @@ class SqlitePackStore:
         self._streams: dict[int, list[int]] = {}  # stream -> its blocks' numbers, in order
         self._damaged: dict[str, str] = {}  # rows the directory left out, and why
         self._broken: dict[int, int] = {}  # stream -> its first damaged row: the rows after it are left out too
+        self._copies = 0  # ids the directory met in more than one row (put again), since it was loaded
         self._loaded = False
         self._data_version: int | None = None
         self._generation: str | None = None
@@ -222,6 +235,7 @@ class SqlitePackStore:
             self._streams.clear()
             self._damaged.clear()
             self._broken.clear()
+            self._copies = 0
             self._readers.clear()
         try:
             rows = self.file.conn.execute(
@@ -267,9 +281,11 @@ class SqlitePackStore:
         # bytes' hash and equality).
         block_ids = [ids[i : i + ID_SIZE] for i in range(0, len(ids), ID_SIZE)]
         where = self._where
+        held = len(where)
         for oid, length in zip(block_ids, lengths):
             where[oid] = (number, offset, length)
             offset += length
+        self._copies += len(block_ids) - (len(where) - held)
         blocks.append(number)
         self._blocks[number] = _Block(number, stream, state, float(mtime), start, offset - start, block_ids,  # type: ignore[arg-type]  # a number: checked above
                                       lengths)
@@ -285,6 +301,8 @@ class SqlitePackStore:
                     del self._where[oid]
             self._streams.pop(block.stream, None)
             self._readers.pop(block.stream, None)
+        if not self._copies:
+            return
         # Ids also held by a surviving row (put twice) point there again.
         for block in self._blocks.values():
             offset = block.start
@@ -340,15 +358,11 @@ class SqlitePackStore:
         return reader.decoded
 
     def _trim_readers(self) -> None:
+        """Drop the least recently read streams' decoded bytes past CACHE_BYTES (this
+        process's own stream too: read again, it is decoded from its rows)."""
         total = sum(len(r.decoded) for r in self._readers.values())
         while total > CACHE_BYTES and len(self._readers) > 1:
-            stream = next(iter(self._readers))
-            if self._writing is not None and stream == self._writing.stream:
-                self._readers[stream] = self._readers.pop(stream)  # kept: move to the end
-                stream = next(iter(self._readers))
-                if self._writing.stream == stream:
-                    break
-            total -= len(self._readers.pop(stream).decoded)
+            total -= len(self._readers.pop(next(iter(self._readers))).decoded)
 
     @contextmanager
     def _snapshot(self, what: str = "table 'packs'") -> Iterator[sqlite3.Connection]:
@@ -440,25 +454,22 @@ class SqlitePackStore:
         if not items:
             return
         now = int(self._clock())
-        with self.file.transaction() as c:
+        with self.file.transaction():
             self._current()
-            undo: list[tuple[bytes, tuple[int, int, int] | None]] = []
-            self.file.on_rollback(lambda: self._undo(undo))
-            total = sum(len(frame) for _, frame in items)
-            if total >= PACK_BYTES:
-                self._put_packs(c, items, now, undo)
+            self.file.on_rollback(self._rolled_back)
+            if sum(len(frame) for _, frame in items) >= PACK_BYTES:
+                self._put_packs(items, now)
             else:
-                self._put_block(c, items, now, undo)
+                self._put_block(items, now)
             self._wrote = True
 
-    def _undo(self, undo: list[tuple[bytes, tuple[int, int, int] | None]]) -> None:
-        """The write of ``put_many`` rolled back: forget its rows, and the stream it wrote
-        to (its compressor holds bytes no row has)."""
+    def _rolled_back(self) -> None:
+        """The write of ``put_many`` rolled back: forget the directory (reloaded from what
+        the file holds) and the stream it wrote to (its compressor holds bytes no row has)."""
         with self.file.lock:
             self._writing = None
-            self._loaded = False  # reload from what the file holds
+            self._loaded = False
             self._readers.clear()
-            del undo[:]
 
     def _next_number(self) -> int:
         # Past every number given so far (sqlite_sequence keeps the highest even when its
@@ -469,8 +480,7 @@ class SqlitePackStore:
         number: int = row[0]
         return number
 
-    def _put_block(self, c: object, items: list[tuple[ObjectId, bytes]], now: int,
-                   undo: list[tuple[bytes, tuple[int, int, int] | None]]) -> None:
+    def _put_block(self, items: list[tuple[ObjectId, bytes]], now: int) -> None:
         writing = self._writing
         if writing is not None:
             row = self.file.conn.execute("SELECT state, stream FROM packs WHERE number = ?", (writing.last,)).fetchone()
@@ -494,8 +504,6 @@ class SqlitePackStore:
         self.file.conn.execute("INSERT INTO packs VALUES (?, ?, ?, ?, ?, ?, ?)",
                                (number, writing.stream, FINISHED if last else OPEN, now, ids, sizes, data))
         writing.last = number
-        for oid, _ in items:
-            undo.append((oid, self._where.get(oid)))
         self._add_row(number, writing.stream, FINISHED if last else OPEN, now, ids, sizes)
         reader = self._readers.get(writing.stream)
         if reader is not None and reader.decompressor is None:
@@ -504,8 +512,7 @@ class SqlitePackStore:
         if last:
             self._want_seal()
 
-    def _put_packs(self, c: object, items: list[tuple[ObjectId, bytes]], now: int,
-                   undo: list[tuple[bytes, tuple[int, int, int] | None]]) -> None:
+    def _put_packs(self, items: list[tuple[ObjectId, bytes]], now: int) -> None:
         """A large write: packs of their own, of at most PACK_BYTES each, compressed on
         every core."""
         groups: list[list[tuple[ObjectId, bytes]]] = [[]]
@@ -524,8 +531,6 @@ class SqlitePackStore:
             sizes = _pack_sizes(len(frame) for _, frame in group)
             self.file.conn.execute("INSERT INTO packs VALUES (?, ?, ?, ?, ?, ?, ?)",
                                    (number, number, PACKED, now, ids, sizes, body))
-            for oid, _ in group:
-                undo.append((oid, self._where.get(oid)))
             self._add_row(number, number, PACKED, now, ids, sizes)
         self._want_seal()
 
@@ -766,40 +771,24 @@ def _compress_stopping(raw: bytes, level: int, stopping: Callable[[], bool]) -> 
     return b"".join(out)
 
 
-class _Sealer:
-    """A thread that seals what ``SqlitePackStore.seal_plan`` names when asked; it holds
-    the file's lock only to read and to swap (see ``SqlitePackStore.seal``)."""
+class _Sealer(BackgroundWork):
+    """Seals what ``SqlitePackStore.seal_plan`` names when asked; it holds the file's
+    lock only to read and to swap (see ``SqlitePackStore.seal``)."""
 
     def __init__(self, store: SqlitePackStore) -> None:
         self._store = store
-        self._wanted = threading.Event()
-        self._stopping = False
-        self.last_error: BaseException | None = None  # why the last pass stopped early, if it did
-        self._thread = threading.Thread(target=self._run, name=f"snapvc-seal-{store.file.path.name}", daemon=True)
-        self._thread.start()
+        super().__init__(f"snapvc-seal-{store.file.path.name}")
 
-    def request(self) -> None:
-        self._wanted.set()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._wanted.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while True:
-            self._wanted.wait()
-            self._wanted.clear()
-            if self._stopping:
-                return
-            try:
-                with self._store.file.lock:
-                    plan = self._store.seal_plan(self._store._clock())
-                for group in plan:
-                    if self._stopping:
-                        return
-                    self._store.seal(group, lambda: self._stopping)
-            except (RepositoryError, sqlite3.Error) as exc:
-                # A busy or closing file: sealing only makes the file smaller, never more
-                # correct; what it left is sealed on the next request or close.
-                self.last_error = exc
+    def work(self) -> None:
+        try:
+            with self._store.file.lock:
+                plan = self._store.seal_plan(self._store._clock())
+            for group in plan:
+                if self.stopping:
+                    return
+                self._store.seal(group, lambda: self.stopping)
+        except (RepositoryError, sqlite3.Error):
+            # A busy or closing file. Nothing is lost: a seal changes the file only in its
+            # swap, one transaction, which rolled back; the streams stay as they were and
+            # are sealed on the next request or close (sealing only saves space).
+            pass
