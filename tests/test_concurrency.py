@@ -116,10 +116,17 @@ def test_processes_writing_one_branch_lose_no_commit_beside_readers_and_gc(tmp_p
     writers = [_start(tmp_path, f"writer-{n}", WRITER, str(path), n, str(COMMITS), str(go)) for n in names]
     reader = _start(tmp_path, "reader", READER, str(path), str(stop))
     collector = _start(tmp_path, "collector", COLLECTOR, str(path), str(stop))
-    go.touch()
-    results = [_result(w) for w in writers]
-    stop.touch()
-    read, collected = _result(reader), _result(collector)
+    try:
+        go.touch()
+        results = [_result(w) for w in writers]
+        stop.touch()
+        read, collected = _result(reader), _result(collector)
+    finally:  # a failed writer must not leave the reader and the collector running on
+        stop.touch()
+        for proc in [*writers, reader, collector]:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
     seconds = time.perf_counter() - started
     with snapvc.open(path) as repo:
         _assert_all_there(repo, names, COMMITS)

@@ -95,7 +95,13 @@ def test_two_processes_commit_at_once_each_with_its_own_stream(tmp_path: Path) -
     path = tmp_path / "r.snapvc"
     snapvc.open(path).close()
     procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(path), name, "60"]) for name in ("a", "b")]
-    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    try:
+        assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    finally:  # none left running if one hangs
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
     with snapvc.open(path) as repo:
         for name in ("a", "b"):
             log = list(repo.log(name))
