@@ -5,6 +5,7 @@ processes write at once; a writer killed mid-stream leaves a stream others read 
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sqlite3
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from datetime import timedelta
 from pathlib import Path
 
@@ -208,3 +210,24 @@ def test_the_blocks_after_a_damaged_block_of_a_stream_are_named_not_misread(tmp_
         text = "\n".join(str(p) for p in report.problems)
         assert f"row {middle}" in text and f"row {last}" in text and f"follows damaged row {middle}" in text
         assert f"row {first}" not in text
+
+
+def test_a_repository_dropped_without_close_takes_its_sealer_along(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sealer holds its store weakly: dropping a repository that never closed frees
+    its store (decoded streams, connection) and ends the thread, not one leak per file."""
+    monkeypatch.setattr(packs, "STREAM_BLOCKS", 2)  # a stream ends, so a sealer starts
+    path = tmp_path / "dropped.snapvc"
+    repo = snapvc.open(path)
+    for i in range(6):
+        repo.commit({"i": i, "text": f"step {i} " * 200}, message=f"s{i}")
+    store = repo.backend.objects
+    assert isinstance(store, packs.SqlitePackStore) and store._sealer is not None
+    thread = store._sealer._thread
+    collected = threading.Event()
+    weakref.finalize(store, collected.set)
+    del repo, store
+    gc.collect()
+    assert collected.is_set()
+    thread.join(timeout=30)
+    assert not thread.is_alive()

@@ -385,10 +385,12 @@ class BackgroundWork:
     def request(self) -> None:
         self._wanted.set()
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
+        """End the thread; ``wait``: until the pass under way is over."""
         self.stopping = True
         self._wanted.set()
-        self._thread.join()
+        if wait:
+            self._thread.join()
 
     def work(self) -> None:
         raise NotImplementedError

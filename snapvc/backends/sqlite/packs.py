@@ -55,6 +55,7 @@ import sqlite3
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -773,20 +774,27 @@ def _compress_stopping(raw: bytes, level: int, stopping: Callable[[], bool]) -> 
 
 class _Sealer(BackgroundWork):
     """Seals what ``SqlitePackStore.seal_plan`` names when asked; it holds the file's
-    lock only to read and to swap (see ``SqlitePackStore.seal``)."""
+    lock only to read and to swap (see ``SqlitePackStore.seal``).
+
+    It holds its store weakly: a repository dropped without ``close`` is collected as
+    before (its decoded streams, its connection), and the thread ends with it."""
 
     def __init__(self, store: SqlitePackStore) -> None:
-        self._store = store
+        self._store = weakref.ref(store)
         super().__init__(f"snapvc-seal-{store.file.path.name}")
+        weakref.finalize(store, self.stop, False)
 
     def work(self) -> None:
+        store = self._store()
+        if store is None:
+            return
         try:
-            with self._store.file.lock:
-                plan = self._store.seal_plan(self._store._clock())
+            with store.file.lock:
+                plan = store.seal_plan(store._clock())
             for group in plan:
                 if self.stopping:
                     return
-                self._store.seal(group, lambda: self.stopping)
+                store.seal(group, lambda: self.stopping)
         except (RepositoryError, sqlite3.Error):
             # A busy or closing file. Nothing is lost: a seal changes the file only in its
             # swap, one transaction, which rolled back; the streams stay as they were and
