@@ -227,7 +227,11 @@ def test_a_repository_dropped_without_close_takes_its_sealer_along(tmp_path: Pat
     collected = threading.Event()
     weakref.finalize(store, collected.set)
     del repo, store
-    gc.collect()
+    # A pass under way holds the store until it ends: wait for that, at most 30 s.
+    deadline = time.monotonic() + 30
+    while not collected.is_set() and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.02)
     assert collected.is_set()
     thread.join(timeout=30)
     assert not thread.is_alive()
