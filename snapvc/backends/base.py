@@ -168,8 +168,9 @@ class Backend(ABC):
         return self.commits.delete_many(ids) if commits else self.objects.delete_many(ids)
 
     def release_space(self) -> None:
-        """Give the space a sweep freed inside the storage back to the system, after the
-        sweep's transaction (an SQLite file's free pages); here there is none to give."""
+        """Compact the storage and give the space a sweep freed back to the system, after
+        the sweep's transaction (an SQLite file's packs sealed, its free pages released);
+        here there is none to give."""
         return None
 
     def id_map(self, name: str) -> IdMap:

@@ -10,7 +10,8 @@ Roots (invariant 5 of docs/design.md):
   process stored but no ref reaches yet is safe for that long. In a format 3 SQLite
   file an object's age is its block's time in table ``packs`` (a sealed pack: the
   youngest block it joined), and deleting rewrites each pack holding garbage without
-  it; the pages freed go back to the file system after the sweep (``release_space``).
+  it; after the sweep every pack still to seal is sealed and the pages freed go back
+  to the file system (``release_space``).
 
 What roots reach is kept: commits through all their parents, their trees, and the delta
 bases of every kept frame (transitively: a base may itself be a delta); compression

@@ -94,8 +94,11 @@ class SqliteBackend(Backend):
         self.file.set_durability(durability)
 
     def release_space(self) -> None:
-        """The pages a sweep freed (packs rewritten without garbage) go back to the file
-        system (``SqliteFile.release_free_pages``; a format 3 file only)."""
+        """After a sweep, a format 3 file seals every pack still to seal (as ``git gc``
+        repacks) and gives the pages freed back to the file system
+        (``SqliteFile.release_free_pages``)."""
+        if isinstance(self.objects, SqlitePackStore):
+            self.objects.seal_all()
         self.file.release_free_pages()
 
     def id_map(self, name: str) -> IdMap:
