@@ -50,6 +50,7 @@ LAYERS = (
     Layer(5, "agent", ("snapvc.agent.*",), "storage details, maintenance"),
     Layer(6, "public face", ("snapvc", "snapvc.api", "snapvc.aio"), "frameworks, the CLI"),
     Layer(7, "integrations", ("snapvc.integrations.*",), "the CLI"),
+    Layer(7, "ui", ("snapvc.ui.*",), "the CLI"),
     Layer(8, "cli", ("snapvc.cli.*", "snapvc.demo", "snapvc.__main__"), "internals beyond the public API"),
 )
 
