@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import orjson
 import pydantic
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -647,3 +648,48 @@ def test_long_text_history_independence() -> None:
     repo.commit({"doc": doc.replace("agent", "AGENT", 3)})
     c = repo.commit({"doc": "".join(list(doc))})
     assert repo.get_commit(c.id).tree == direct
+
+
+# -- property: from_jsonable(to_jsonable(x)) == x, typed scalars readable --------------------
+
+
+typed_scalars = (
+    st.datetimes(timezones=st.none() | st.timezones(), allow_imaginary=False).flatmap(
+        lambda when: st.sampled_from([when, when.replace(fold=1)]))
+    | st.times(timezones=st.none() | st.timezones()).flatmap(lambda at: st.sampled_from([at, at.replace(fold=1)]))
+    | st.dates()
+    | st.timedeltas()
+    | st.uuids()
+    | st.decimals(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([Decimal("-0"), Decimal("sNaN"), Decimal("-sNaN7"), Decimal("-NaN"), Decimal("1.10"),
+                       Decimal("1E+3"), Decimal("-0E-7")])
+    | st.integers(min_value=2**63, max_value=2**200) | st.integers(max_value=-(2**63) - 1, min_value=-(2**200))
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(typed_scalars | scalars, max_size=6).map(tuple) | typed_scalars)
+def test_typed_values_have_a_readable_json_form_that_reads_back_exactly(value: Any) -> None:
+    form = snapvc.to_jsonable({"v": value})
+    assert "msgpack" not in orjson.dumps(form).decode()  # readable: no opaque encoding
+    assert_same({"v": value}, snapvc.from_jsonable(orjson.loads(orjson.dumps(form))))
+
+
+def test_typed_values_json_forms_as_documented() -> None:
+    paris = dt.datetime(2025, 10, 26, 2, 30, fold=1, tzinfo=PARIS)
+    assert snapvc.to_jsonable(paris) == {"$snapvc": "datetime", "value": "2025-10-26T02:30:00+01:00",
+                                         "zone": "Europe/Paris", "fold": 1}
+    assert snapvc.to_jsonable(dt.datetime(2025, 1, 2, 3, 4, 5, 6)) == {"$snapvc": "datetime",
+                                                                       "value": "2025-01-02T03:04:05.000006"}
+    assert snapvc.to_jsonable(Decimal("1.10")) == {"$snapvc": "decimal", "value": "1.10"}
+    assert snapvc.to_jsonable(uuid.UUID(int=1)) == {"$snapvc": "uuid", "value": "00000000-0000-0000-0000-000000000001"}
+    assert snapvc.to_jsonable(dt.timedelta(days=1, seconds=30)) == {"$snapvc": "timedelta", "days": 1, "seconds": 30,
+                                                                    "microseconds": 0}
+    assert snapvc.to_jsonable(2**64) == {"$snapvc": "int", "value": "18446744073709551616"}
+    huge = -(10**5000)  # more digits than Python converts to decimal text: written in hex
+    assert snapvc.from_jsonable(snapvc.to_jsonable(huge)) == huge
+    # The form earlier versions wrote is still read.
+    assert snapvc.from_jsonable({"$snapvc": "value", "msgpack": "2AcBAgMEBQYHCAkKCwwNDg8Q"}) == uuid.UUID(
+        bytes=bytes(range(1, 17)))
+    with pytest.raises(snapvc.errors.MalformedJsonError, match="decimal"):
+        snapvc.from_jsonable({"x": {"$snapvc": "decimal", "value": "one"}})

@@ -4,18 +4,34 @@
 JSON's own values (str, bool, None, finite floats, ints of up to 64 bits, lists, dicts)
 are themselves. Every other value snapvc stores becomes an object tagged ``"$snapvc"``:
 
-====================================================  ===========================================
-value                                                  JSON
-====================================================  ===========================================
-tuple                                                  ``{"$snapvc": "tuple", "items": [...]}``
-bytes                                                  ``{"$snapvc": "bytes", "base64": "..."}``
-NaN, ±inf                                              ``{"$snapvc": "float", "value": "nan"}``
-a larger int, datetime, date, time, timedelta, UUID,   ``{"$snapvc": "value", "msgpack": "..."}``
-Decimal                                                (snapvc's inline encoding, base64)
-a dataclass, pydantic model or registered type         ``{"$snapvc": "typed", "type": name,
-                                                       "fields": {...}}``
-a dict that has a ``"$snapvc"`` key of its own         ``{"$snapvc": "dict", "items": {...}}``
-====================================================  ===========================================
+================================  ==================================================================
+value                             JSON
+================================  ==================================================================
+tuple                             ``{"$snapvc": "tuple", "items": [...]}``
+bytes                             ``{"$snapvc": "bytes", "base64": "..."}``
+NaN, ±inf                         ``{"$snapvc": "float", "value": "nan"}``
+an int beyond 64 bits             ``{"$snapvc": "int", "value": "123456789012345678901234567890"}``
+                                  (hex, ``"0x..."``, past the digits Python converts in decimal)
+datetime                          ``{"$snapvc": "datetime", "value": "2025-01-02T03:04:05.000006+01:00"}``
+                                  (ISO 8601, no offset when naive), with ``"zone": "Europe/Paris"``
+                                  for a zoneinfo zone and ``"fold": 1`` for the second of two
+                                  same wall times
+time                              ``{"$snapvc": "time", "value": "03:04:05"}`` (``zone``, ``fold``
+                                  as for a datetime)
+date                              ``{"$snapvc": "date", "value": "2025-01-02"}``
+timedelta                         ``{"$snapvc": "timedelta", "days": 1, "seconds": 30,
+                                  "microseconds": 0}`` (Python's own normalised fields)
+UUID                              ``{"$snapvc": "uuid", "value": "12345678-1234-5678-1234-567812345678"}``
+Decimal                           ``{"$snapvc": "decimal", "value": "1.10"}`` (exact: ``-0``,
+                                  ``NaN``, ``sNaN``, ``1E+3``)
+a dataclass, pydantic model       ``{"$snapvc": "typed", "type": name, "fields": {...}}``
+or registered type
+a dict with its own ``$snapvc``    ``{"$snapvc": "dict", "items": {...}}``
+key
+================================  ==================================================================
+
+The form ``{"$snapvc": "value", "msgpack": "..."}`` (snapvc's inline encoding, in base64),
+which earlier versions wrote for every typed scalar, is still read.
 
 ``from_jsonable(to_jsonable(v)) == v`` with types, -0.0 and NaN included. Both refuse a
 value nested deeper than a state may be (``MAX_DEPTH`` containers, the root counted, as
@@ -31,11 +47,12 @@ import math
 import uuid
 from decimal import Decimal
 from typing import Any, Final
+from zoneinfo import ZoneInfo
 
 
 from snapvc.encoding.adapters import adapter_for_name, adapter_for_value
 from snapvc.encoding.reader import MapView, SeqView
-from snapvc.encoding.values import INT_LIMIT, INT_MIN, decode_inline, ext_encoding, new_packer
+from snapvc.encoding.values import INT_LIMIT, INT_MIN, decode_inline
 from snapvc.encoding.values import MAX_DEPTH
 from snapvc.errors import MalformedJsonError, SnapvcError, UnsupportedValueError
 
@@ -45,7 +62,7 @@ TAG: Final = "$snapvc"
 
 # The stored types whose values cannot change in place.
 SCALAR_TYPES: Final = frozenset({str, bytes, int, float, bool, type(None), _dt.datetime, _dt.date, _dt.time,
-                                 _dt.timedelta, uuid.UUID, Decimal})
+                                   _dt.timedelta, uuid.UUID, Decimal})
 
 
 def to_jsonable(v: Any, where: str = "state") -> Any:
@@ -64,7 +81,7 @@ def _to_jsonable(v: Any, where: str, depth: int) -> Any:
     if t is str or t is bool or v is None:
         return v
     if t is int:
-        return v if INT_MIN <= v < INT_LIMIT else _ext(v)
+        return v if INT_MIN <= v < INT_LIMIT else _big_int(v)
     if t is float:
         if not math.isfinite(v):
             return {TAG: "float", "value": repr(v)}
@@ -87,7 +104,7 @@ def _to_jsonable(v: Any, where: str, depth: int) -> Any:
     if t is bytes:
         return {TAG: "bytes", "base64": base64.b64encode(v).decode("ascii")}
     if t in SCALAR_TYPES:
-        return _ext(v)
+        return _typed_scalar(v)
     if isinstance(v, (MapView, SeqView)):
         return _to_jsonable(v.to_dict() if isinstance(v, MapView) else v.to_list(), where, depth)
     adapter = adapter_for_value(v)
@@ -96,9 +113,70 @@ def _to_jsonable(v: Any, where: str, depth: int) -> Any:
     raise UnsupportedValueError(where, f"values of type {t.__qualname__} cannot be stored")
 
 
-def _ext(v: Any) -> dict[str, str]:
-    """A scalar in snapvc's own inline encoding (a msgpack extension type), as base64."""
-    return {TAG: "value", "msgpack": base64.b64encode(ext_encoding(v, new_packer().pack)).decode("ascii")}
+def _big_int(v: int) -> dict[str, str]:
+    """An int JSON readers cannot hold exactly (beyond 64 bits), as its digits."""
+    try:
+        return {TAG: "int", "value": str(v)}
+    except ValueError:  # more decimal digits than Python converts (sys.get_int_max_str_digits); hex has no limit
+        return {TAG: "int", "value": ("-" if v < 0 else "") + hex(abs(v))}
+
+
+def _read_int(text: str, where: str) -> int:
+    if type(text) is not str:
+        raise MalformedJsonError(where, f"the digits of a {TAG!r} int are a {type(text).__name__}, not a string")
+    digits = text.removeprefix("-")
+    value = int(digits, 16) if digits[:2].lower() == "0x" and digits[2:].isalnum() else int(digits)
+    return -value if text.startswith("-") else value
+
+
+def _typed_scalar(v: Any) -> dict[str, Any]:
+    """A datetime, date, time, timedelta, UUID or Decimal as readable tagged JSON (see
+    the module notes): text a person reads, that reads back to the same value and type."""
+    t = type(v)
+    if t is _dt.datetime or t is _dt.time:
+        key = v.tzinfo.key if isinstance(v.tzinfo, ZoneInfo) else None
+        out: dict[str, Any] = {TAG: "datetime" if t is _dt.datetime else "time", "value": v.isoformat()}
+        if key is not None:
+            out["zone"] = key
+        if v.fold:
+            out["fold"] = v.fold
+        return out
+    if t is _dt.date:
+        return {TAG: "date", "value": v.isoformat()}
+    if t is _dt.timedelta:
+        return {TAG: "timedelta", "days": v.days, "seconds": v.seconds, "microseconds": v.microseconds}
+    if t is uuid.UUID:
+        return {TAG: "uuid", "value": str(v)}
+    if t is Decimal:
+        return {TAG: "decimal", "value": str(v)}  # str keeps every digit, the exponent, -0, NaN and sNaN
+    raise UnsupportedValueError("value", f"{t.__qualname__} has no tagged JSON form")  # SCALAR_TYPES grew
+
+
+def _text(j: dict[str, Any], where: str) -> str:
+    value = j["value"]
+    if type(value) is not str:
+        raise MalformedJsonError(where, f"the 'value' of a {TAG!r} {j[TAG]} is a {type(value).__name__}, not a string")
+    return value
+
+
+def _zoned(value: Any, j: dict[str, Any], where: str) -> Any:
+    """A datetime or time read from ISO text, given its ``zone`` and ``fold`` back."""
+    key, fold = j.get("zone"), j.get("fold", 0)
+    if fold not in (0, 1) or type(fold) is not int:
+        raise MalformedJsonError(where, f"the 'fold' of a {TAG!r} {j[TAG]} is {fold!r}, not 0 or 1")
+    if key is not None:
+        if type(key) is not str:
+            raise MalformedJsonError(where, f"the 'zone' of a {TAG!r} {j[TAG]} is a {type(key).__name__}, "
+                                     "not a string")
+        value = value.replace(tzinfo=ZoneInfo(key))  # the wall time, in the named zone
+    return value.replace(fold=fold)
+
+
+def _int_field(j: dict[str, Any], name: str, where: str) -> int:
+    value = j[name]
+    if type(value) is not int:
+        raise MalformedJsonError(where, f"the {name!r} of a {TAG!r} {j[TAG]} is a {type(value).__name__}, not an int")
+    return value
 
 
 def from_jsonable(j: Any, where: str = "state") -> Any:
@@ -131,15 +209,31 @@ def _from_jsonable(j: Any, where: str, depth: int) -> Any:
             return base64.b64decode(j["base64"], validate=True)
         if kind == "float":
             return float(j["value"])
-        if kind == "value":
+        if kind == "int":
+            return _read_int(j["value"], where)
+        if kind == "datetime":
+            return _zoned(_dt.datetime.fromisoformat(_text(j, where)), j, where)
+        if kind == "time":
+            return _zoned(_dt.time.fromisoformat(_text(j, where)), j, where)
+        if kind == "date":
+            return _dt.date.fromisoformat(_text(j, where))
+        if kind == "timedelta":
+            return _dt.timedelta(days=_int_field(j, "days", where), seconds=_int_field(j, "seconds", where),
+                                 microseconds=_int_field(j, "microseconds", where))
+        if kind == "uuid":
+            return uuid.UUID(_text(j, where))
+        if kind == "decimal":
+            return Decimal(_text(j, where))
+        if kind == "value":  # the form earlier versions wrote for every typed scalar
             return _inline_value(j, where)
         if kind == "typed":  # its fields' dict is the container it counts as
             return adapter_for_name(j["type"]).from_fields(_from_jsonable(j["fields"], where, depth))
     except SnapvcError:
         raise  # an unknown type name, a value snapvc cannot store, a malformed value below: already named
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
         raise MalformedJsonError(where, f"a malformed {TAG!r} object of kind {kind!r}: {exc!r}") from exc
-    raise MalformedJsonError(where, f"unknown {TAG!r} kind {kind!r} (one of dict, tuple, bytes, float, value, typed)")
+    raise MalformedJsonError(where, f"unknown {TAG!r} kind {kind!r} (one of dict, tuple, bytes, float, int, "
+                             "datetime, date, time, timedelta, uuid, decimal, typed, value)")
 
 
 def _inline_value(j: dict[str, Any], where: str) -> Any:
