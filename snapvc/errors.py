@@ -12,6 +12,7 @@
     ├── InvalidCommitError           a commit field of the wrong type or value (names the field, and the commit)
     ├── GitError                     a git repository snapvc cannot read or write, or a push refused
     ├── UnsupportedOperationError    a store ability its capabilities do not declare, called anyway
+    ├── RequestRefusedError          a request the web view refuses: a write it was not started to allow, or from another site
     ├── RunnerError                  a Runner that cannot run as asked (names the step)
     │   ├── InvalidStepError         a step or list of steps the Runner refuses (fn not callable, a name twice...)
     │   ├── StepContractError        a step that returned neither None nor a mapping, or whose route names no step
@@ -58,6 +59,7 @@ __all__ = [
     "InvalidCommitError",
     "GitError",
     "UnsupportedOperationError",
+    "RequestRefusedError",
     "RunnerError",
     "InvalidStepError",
     "StepContractError",
@@ -229,6 +231,13 @@ class UnsupportedOperationError(SnapvcError, NotImplementedError):
     """An optional ability of a store (a compression dictionary, a refresh, a commit's
     age) that its ``capabilities`` do not declare, called anyway: callers read the
     capabilities first, so this names a caller that did not (and the store)."""
+
+
+class RequestRefusedError(SnapvcError):
+    """A request the web view (``snapvc ui``) refuses: a write to a server started
+    read-only (without ``--write``), a write sent by a page of another site, or a request
+    for a host name the server does not serve (a page of another site reaching it through
+    DNS). The message says which, and what to do."""
 
 
 class RunnerError(SnapvcError):

@@ -3,8 +3,9 @@
 Every command takes ``--repo`` (default: ``$SNAPVC_REPO``, else the nearest ``*.snapvc``
 file, looking in the working directory and then upwards, like git;
 ``SNAPVC_CEILING_DIRECTORIES`` stops the search as ``GIT_CEILING_DIRECTORIES`` does) and
-``--json``. Exit codes: 0 on success, 1 when differences or conflicts were found, 2 on
-bad usage or input and on every error, the system's too (a missing folder, a full disk,
+``--json``. Exit codes: 0 on success, 1 when a merge (revert, cherry-pick) stopped on
+conflicts, ``fsck`` found damage, or ``diff --exit-code`` found differences (a plain
+``diff`` exits 0 either way, as git's does), 2 on bad usage or input and on every error, the system's too (a missing folder, a full disk,
 no permission: ``snapvc: error: FILE: reason``), 130 when interrupted, and 141 when the
 reader of the output went away (``snapvc log | head``): quietly, with the status a shell
 reports for git, killed by SIGPIPE there. The commands live in ``inspect.py`` (reading)
@@ -24,7 +25,7 @@ import click
 from click.shell_completion import get_completion_class
 
 import snapvc
-from snapvc.cli import change, git, inspect, maintenance, sync
+from snapvc.cli import change, git, inspect, maintenance, sync, ui
 from snapvc.cli.common import STDOUT, Output
 from snapvc.encoding.adapters import keep_unknown_types
 from snapvc.errors import (
@@ -122,7 +123,8 @@ def completion(shell: str) -> None:
 for command in (change.init, change.commit, inspect.checkout, inspect.show, inspect.log, inspect.diff,
                 change.branch, change.switch, change.tag, change.reset, change.merge, change.revert, change.cherry_pick,
                 inspect.history, inspect.reflog, inspect.stats, git.export_git, git.import_git, maintenance.gc,
-                maintenance.fsck, maintenance.upgrade, sync.remote, sync.push, sync.fetch, sync.pull, sync.clone):
+                maintenance.fsck, maintenance.upgrade, sync.remote, sync.push, sync.fetch, sync.pull, sync.clone,
+                ui.ui):
     cli.add_command(command)
 
 
@@ -139,6 +141,20 @@ def _fail(message: str, hint: str | None = None) -> NoReturn:
     except OSError:  # stderr itself is gone or full: the exit status is all that is left to say it
         pass
     sys.exit(2)
+
+
+def _sentence(message: str) -> str:
+    """Click's message in the form of snapvc's own: ``No such option '-v'.`` becomes
+    ``no such option '-v'``, as ``snapvc: error:`` goes on."""
+    message = message.strip().removesuffix(".")
+    if message[:1].isupper() and not message[1:2].isupper():  # leave a name (SOURCE, JSON) as it is
+        message = message[0].lower() + message[1:]
+    return message
+
+
+def _help_hint(ctx: click.Context | None) -> str:
+    """Where to read about the command a usage error was in: ``see 'snapvc log --help'``."""
+    return f"see '{ctx.command_path if ctx is not None else 'snapvc'} --help'"
 
 
 class _StandardOutput(io.FileIO):
@@ -242,9 +258,13 @@ def main() -> None:
     except click.Abort:
         click.echo("snapvc: aborted", err=True)
         sys.exit(130)
-    except click.ClickException as exc:
+    except click.exceptions.NoArgsIsHelpError as exc:  # 'snapvc' alone: the help, as click gives it
         exc.show()
         sys.exit(2)
+    except click.UsageError as exc:  # a bad option, a missing argument, a bad choice: in snapvc's own words
+        _fail(_sentence(exc.format_message()), _help_hint(exc.ctx))
+    except click.ClickException as exc:
+        _fail(_sentence(exc.format_message()))
     except SnapvcError as exc:
         _fail(str(exc), next((hint for kind, hint in HINTS if isinstance(exc, kind)), None))
     except ValueError as exc:  # bad input the library refused (a mainline number, a malformed value)
