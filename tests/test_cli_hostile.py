@@ -71,7 +71,7 @@ def test_a_full_device_is_an_error_not_a_traceback(repo_dir: Path) -> None:
     refused(run("checkout", "-o", "/dev/full", cwd=repo_dir), "snapvc: error: /dev/full: No space left on device")
     for command in (["log"], ["log", "--json"], ["log", "--oneline"], ["checkout"], ["show", "HEAD:notes"],
                     ["branch"], ["reflog"], ["diff", "main~2", "main", "--no-exit-code"],
-                    ["diff", "main~2", "main", "--json"]):  # exits 1 by itself: the output is still written first
+                    ["diff", "main~2", "main", "--json", "--exit-code"]):  # exits 1: the output is still written first
         with open("/dev/full", "w") as full:
             done = run(*command, cwd=repo_dir, stdout=full, stderr=subprocess.PIPE)
         refused(done, "snapvc: error: standard output: No space left on device")

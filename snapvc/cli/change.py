@@ -14,8 +14,8 @@ from rich.markup import escape
 
 import snapvc
 from snapvc.cli.common import Output, commit_json, open_repo, parse_assignments, pass_output, repo_command, rev_completion
-from snapvc.cli.render import commit_line
-from snapvc.diff.changes import format_path, plain_value, short_repr
+from snapvc.cli.render import commit_line, value_text
+from snapvc.diff.changes import format_path, plain_value
 
 __all__ = ["branch", "cherry_pick", "commit", "init", "merge", "reset", "revert", "tag"]
 
@@ -52,7 +52,9 @@ def _read_state(source: str) -> dict[str, Any]:
     except orjson.JSONDecodeError as exc:
         raise click.BadParameter(f"{where} is not JSON: {exc}", param_hint="FILE") from None
     if not isinstance(parsed, dict):
-        raise click.BadParameter(f"{where} holds a JSON {type(parsed).__name__}; a state is a JSON object "
+        kind = "array" if isinstance(parsed, list) else "string" if isinstance(parsed, str) else \
+            "null" if parsed is None else "boolean" if isinstance(parsed, bool) else "number"
+        raise click.BadParameter(f"{where} holds a JSON {kind}; a state is a JSON object "
                                  '(e.g. {"messages": []})', param_hint="FILE")
     try:
         state: dict[str, Any] = snapvc.from_jsonable(parsed, where)  # a JSON object comes back a dict
@@ -187,8 +189,9 @@ def tag(out: Output, repo_path: str | None, as_json: bool, name: str | None, rev
             if as_json:
                 out.json([{"name": n, "commit": oid.hex} for n, oid in rows.items()])
                 return
+            width = max(map(len, rows), default=0)  # the commits in one column, as 'snapvc branch' lists them
             for tag_name, oid in rows.items():
-                out.print(f"{escape(tag_name)}  {commit_line(repo.get_commit(oid), ())}")
+                out.print(f"{escape(tag_name):<{width}} {commit_line(repo.get_commit(oid), ())}")
         elif delete:
             old = repo.delete_tag(name)
             if as_json:
@@ -255,7 +258,7 @@ def _report(out: Output, as_json: bool, result: snapvc.MergeResult, what: str) -
 
 
 def _shown(value: Any) -> str:
-    return "(absent)" if value is snapvc.ABSENT else escape(short_repr(value, 40))
+    return "(absent)" if value is snapvc.ABSENT else escape(value_text(value, 40))
 
 
 _STRATEGY = click.option("-s", "--strategy", type=click.Choice(["ours", "theirs"]), default=None,

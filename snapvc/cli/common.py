@@ -31,9 +31,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import snapvc
+from snapvc.maintenance.stats import plural
 
-__all__ = ["STDOUT", "Output", "commit_json", "find_repo", "open_repo", "parse_assignments", "parse_time", "pass_output",
-           "progress", "progress_bar", "repo_command", "rev_completion", "state_path", "value_at"]
+__all__ = ["STDOUT", "Output", "commit_json", "describe", "find_repo", "open_repo", "parse_assignments", "parse_time",
+           "pass_output", "plural", "progress", "progress_bar", "repo_command", "rev_completion", "state_path",
+           "value_at"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -248,10 +250,30 @@ def value_at(root: Any, path: tuple[str | int, ...], shown: str, where: str) -> 
         elif isinstance(value, (list, tuple, snapvc.SeqView)) and isinstance(step, int) and -len(value) <= step < len(value):
             value = value[step]
         else:
-            kind = type(value).__name__
-            raise click.UsageError(f"path {shown!r}: no {step!r} at {here} of the state at {where} (a {kind}"
-                                   + (f" of {len(value)} items)" if hasattr(value, "__len__") else ")"))
+            raise click.UsageError(f"path {shown!r}: no {step!r} at {here} of the state at {where} "
+                                   f"({describe(value)})")
     return value
+
+
+def describe(value: Any) -> str:
+    """What a value is, in the words of a state's JSON (``a map of 6 keys``, ``a list
+    of 15 items``, ``a number``), never the name of the class that holds it (a lazy
+    ``MapView`` is a map like any other to the person reading)."""
+    if isinstance(value, (dict, snapvc.MapView)):
+        return f"a map of {plural(len(value), 'key')}"
+    if isinstance(value, (list, tuple, snapvc.SeqView)):
+        return f"a list of {plural(len(value), 'item')}"
+    if isinstance(value, str):
+        return f"a string of {plural(len(value), 'character')}"
+    if isinstance(value, bool):
+        return f"the boolean {'true' if value else 'false'}"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if value is None:
+        return "null"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return f"{plural(len(value), 'byte')} of binary data"
+    return f"a {type(value).__name__} value"  # a typed value (datetime, Decimal, UUID): its type is its name
 
 
 # -- shell completion -------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import click
 from rich.markup import escape
 
 import snapvc
-from snapvc.cli.common import Output, open_repo, pass_output, progress_bar, repo_command, rev_completion
+from snapvc.cli.common import Output, open_repo, pass_output, plural, progress_bar, repo_command, rev_completion
 
 __all__ = ["export_git", "import_git"]
 
@@ -35,12 +35,12 @@ def export_git(out: Output, repo_path: str | None, as_json: bool, path: str, bra
         out.json({"path": str(Path(path).resolve()), "commits": result.commits, "objects": result.objects,
                   "refs": result.refs, "pushed": result.pushed})
         return
-    out.print(f"Exported {result.commits} new commit{'' if result.commits == 1 else 's'} ({result.objects} objects) "
+    out.print(f"Exported {plural(result.commits, 'new commit')} ({plural(result.objects, 'object')}) "
               f"to {escape(path)}")
     for ref, sha in result.refs.items():
         out.print(f"  [yellow]{sha[:8]}[/] {escape(ref)}")
     if result.pushed:
-        out.print(f"Pushed {len(result.pushed)} refs to {escape(push or '')}")
+        out.print(f"Pushed {plural(len(result.pushed), 'ref')} to {escape(push or '')}")
 
 
 @click.command("import-git")
@@ -61,11 +61,11 @@ def import_git(out: Output, repo_path: str | None, as_json: bool, path: str, bra
         out.json({"commits": result.commits, "new": result.new, "branches": {n: c.hex for n, c in result.branches.items()},
                   "tags": {n: c.hex for n, c in result.tags.items()}, "inexact": result.inexact})
         return
-    out.print(f"Imported {result.commits} commits ({result.new} new) from {escape(path)}")
+    out.print(f"Imported {plural(result.commits, 'commit')} ({result.new:,} new) from {escape(path)}")
     for name, oid in result.branches.items():
         out.print(f"  [yellow]{oid.short[:8]}[/] {escape(name)}")
     for name, oid in result.tags.items():
         out.print(f"  [yellow]{oid.short[:8]}[/] tag: {escape(name)}")
     if result.inexact:
-        out.err.print(f"[yellow]warning:[/] {len(result.inexact)} commits were changed in git after their export "
-                      "and got new ids: " + ", ".join(sha[:8] for sha in result.inexact))
+        out.err.print(f"[yellow]warning:[/] {plural(len(result.inexact), 'commit')} changed in git after export, "
+                      "so given new ids: " + ", ".join(sha[:8] for sha in result.inexact))

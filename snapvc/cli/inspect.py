@@ -27,8 +27,16 @@ from snapvc.cli.common import (
     value_at,
 )
 from snapvc.cli.graph import graph_rows
-from snapvc.cli.render import change_json, commit_line, decoration, graph_markup, labels_by_commit, render_changes
-from snapvc.diff.changes import format_path, plain_value, short_repr
+from snapvc.cli.render import (
+    change_json,
+    commit_line,
+    decoration,
+    graph_markup,
+    labels_by_commit,
+    render_changes,
+    value_text,
+)
+from snapvc.diff.changes import format_path, plain_value
 from snapvc.files import write_atomically
 from snapvc.maintenance.stats import format_bytes
 
@@ -44,7 +52,7 @@ def _dumps(value: Any) -> str:
 def _commit_header(out: Output, commit: snapvc.Commit, labels: list[str]) -> None:
     out.print(f"[yellow]commit {commit.id.hex}[/]{decoration(labels)}")
     if len(commit.parents) > 1:
-        out.print("Merge:  " + " ".join(p.short[:8] for p in commit.parents))
+        out.print("Merge: " + " ".join(p.short[:8] for p in commit.parents))  # one space, as git
     out.print(f"Author: {escape(commit.author)}")
     out.print(f"Date:   {commit.time.astimezone().strftime('%a %b %d %H:%M:%S %Y %z')}")
     for key, value in commit.metadata.items():
@@ -152,7 +160,8 @@ def _print_changes(out: Output, changes: list[snapvc.Change], title: str, stat: 
         for line in str(snapvc.diff_stat(changes)).splitlines():
             out.print(escape(line))
     elif changes:
-        out.print(render_changes(changes, title, context))
+        # Wrapped, not cut, at the screen's edge (the console's default): the new value must stay in view.
+        out.print(render_changes(changes, title, context), soft_wrap=False)
     else:
         out.print("[dim]no changes[/]")
 
@@ -193,14 +202,14 @@ def checkout(out: Output, repo_path: str | None, as_json: bool, rev: str, dotted
 @click.option("--json-patch", is_flag=True, help="the changes as an RFC 6902 JSON Patch")
 @click.option("-U", "--unified", "context", type=click.IntRange(min=0), default=3, show_default=True,
               help="lines of context around a changed text's lines")
-@click.option("--exit-code/--no-exit-code", default=True, show_default=True,
-              help="exit 1 when there are differences")
+@click.option("--exit-code/--no-exit-code", default=False,
+              help="exit 1 when there are differences, 0 when there are none (as git diff --exit-code)")
 @pass_output
 def diff(out: Output, repo_path: str | None, as_json: bool, a: str, b: str | None, paths: tuple[str, ...],
          stat: bool, name_only: bool, json_patch: bool, context: int, exit_code: bool) -> None:
     """Show what changed from A to B, as a tree of paths (only below PATHs, if given).
-    With A alone: what commit A changed against its first parent. Exits 1 when
-    anything differs."""
+    With A alone: what commit A changed against its first parent. Exits 0 whether or
+    not anything differs, as git diff does; with --exit-code, 1 when anything differs."""
     if sum((stat, name_only, json_patch, as_json)) > 1:
         raise click.UsageError("--stat, --name-only, --json-patch and --json are different outputs: choose one")
     with open_repo(repo_path) as repo:
@@ -244,11 +253,11 @@ def history(out: Output, repo_path: str | None, as_json: bool, path: str, rev: s
                 when = entry.commit.time.astimezone().strftime("%Y-%m-%d %H:%M:%S")
                 first = entry.commit.message.splitlines()[0] if entry.commit.message else ""
                 if entry.kind == "removed":
-                    change = f"[red]- removed[/] (was {escape(short_repr(entry.old))})"
+                    change = f"[red]- removed[/] (was {escape(value_text(entry.old))})"
                 elif entry.kind == "added":
-                    change = f"[green]+ {escape(short_repr(entry.value))}[/]"
+                    change = f"[green]+ {escape(value_text(entry.value))}[/]"
                 else:
-                    change = f"[yellow]~ {escape(short_repr(entry.value))}[/] [dim](was {escape(short_repr(entry.old))})[/]"
+                    change = f"[yellow]~ {escape(value_text(entry.value))}[/] [dim](was {escape(value_text(entry.old))})[/]"
                 out.print(f"[yellow]{entry.commit.id.short[:8]}[/] [dim]{when}[/] {change}  [dim]{escape(first)}[/]")
 
 

@@ -3,22 +3,31 @@
 A diff is drawn as a tree of the changed paths (``render_changes``): a key's changes
 under it, ``+`` added in green, ``-`` removed in red, ``~`` modified in yellow with
 ``old → new`` (of a long one-line string, the part that changed), and a string of
-several lines as a unified diff of its lines.
+several lines as a unified diff of its lines. Values are shown as JSON, typed ones in
+``snapvc.to_jsonable``'s tagged form (``{"$snapvc": "decimal", "value": "1.10"}``),
+never as Python reprs. On a narrow screen a line wraps, at words where it can: both
+sides of ``old → new`` stay whole on the screen and in the pager.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import ast
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
+
+import orjson
 
 from rich.markup import escape
 from rich.text import Text
 from rich.tree import Tree
 
 import snapvc
-from snapvc.diff.changes import changed_region, format_path, plain_value, short_repr
+from snapvc.diff.changes import changed_region, format_path, plain_value
+from snapvc.encoding.jsonable import TAG
+from snapvc.encoding.reader import is_tuple
 
-__all__ = ["LONG_TEXT", "change_json", "commit_line", "decoration", "graph_markup", "labels_by_commit", "render_changes"]
+__all__ = ["LONG_TEXT", "change_json", "commit_line", "decoration", "graph_markup", "labels_by_commit", "render_changes",
+           "value_text"]
 
 LONG_TEXT = 60  # a one-line string longer than this shows only the part that changed
 _STYLE = {"added": ("+", "green"), "removed": ("-", "red"), "modified": ("~", "yellow")}
@@ -34,7 +43,7 @@ def _is_text(change: snapvc.Change) -> bool:
 
 def _unified(change: snapvc.Change, context: int) -> Text:
     lines = change.unified(context).splitlines()[2:]  # the ---/+++ header repeats the path
-    text = Text(no_wrap=True, overflow="ellipsis")  # a long line is cut at the screen's edge, not wrapped
+    text = Text(overflow="fold")  # a long line wraps: cut at the screen's edge, its end would be lost
     for i, line in enumerate(lines):
         style = "green" if line.startswith("+") else "red" if line.startswith("-") else \
             "cyan" if line.startswith("@@") else "dim" if line.startswith("\\") else ""
@@ -90,14 +99,57 @@ def _leaf(parent: Tree, change: snapvc.Change, context: int) -> None:
         node = parent.add(f"[{colour}]{sign} {name}[/] [dim](text, {len(change.old)} → {len(change.new)} characters)[/]")
         node.add(_unified(change, context))
     elif _is_text(change) and max(len(change.old), len(change.new)) > LONG_TEXT:
-        before, after = changed_region(change.old, change.new)
+        # changed_region quotes as Python does: shown as JSON strings, as every value is.
+        before, after = (orjson.dumps(ast.literal_eval(side)).decode() for side in changed_region(change.old, change.new))
         parent.add(f"[{colour}]{sign} {name}:[/] [red]{escape(before)}[/] → [green]{escape(after)}[/]")
     elif change.kind == "modified":
-        parent.add(f"[{colour}]{sign} {name}:[/] [red]{escape(short_repr(change.old))}[/] → "
-                   f"[green]{escape(short_repr(change.new))}[/]")
+        parent.add(f"[{colour}]{sign} {name}:[/] [red]{escape(value_text(change.old))}[/] → "
+                   f"[green]{escape(value_text(change.new))}[/]")
     else:
         value = change.new if change.kind == "added" else change.old
-        parent.add(f"[{colour}]{sign} {name}: {escape(short_repr(value))}[/]")
+        parent.add(f"[{colour}]{sign} {name}: {escape(value_text(value))}[/]")
+
+
+def value_text(value: Any, limit: int = 60) -> str:
+    """``value`` as one line of JSON (``snapvc.to_jsonable``'s form), cut with ``…`` to
+    about ``limit`` characters. A stored map or list is read only as far as the text
+    shown needs, however large it is."""
+    parts: list[str] = []
+    size = 0
+    for piece in _json_pieces(value, snapvc.to_jsonable):
+        parts.append(piece)
+        size += len(piece)
+        if size > limit:
+            return "".join(parts)[: limit - 1] + "…"
+    return "".join(parts)
+
+
+def _json_pieces(value: Any, to_jsonable: Any) -> Iterator[str]:
+    """The JSON text of ``value`` a piece at a time, lazy views read as the text goes."""
+    # A tuple, and a map with a "$snapvc" key of its own, are tagged objects: written whole.
+    if isinstance(value, (snapvc.MapView, dict)) and TAG not in value:
+        yield "{"
+        for i, (key, item) in enumerate(value.items()):
+            yield (", " if i else "") + orjson.dumps(key).decode() + ": "
+            yield from _json_pieces(item, to_jsonable)
+        yield "}"
+    elif isinstance(value, list) or (isinstance(value, snapvc.SeqView) and not is_tuple(value)):
+        yield "["
+        for i, item in enumerate(value):
+            yield ", " if i else ""
+            yield from _json_pieces(item, to_jsonable)
+        yield "]"
+    else:
+        yield _loose_json(to_jsonable(plain_value(value)))
+
+
+def _loose_json(jsonable: Any) -> str:
+    """JSON with a space after ``:`` and ``,``, as people write it."""
+    if isinstance(jsonable, dict):
+        return "{" + ", ".join(orjson.dumps(k).decode() + ": " + _loose_json(v) for k, v in jsonable.items()) + "}"
+    if isinstance(jsonable, list):
+        return "[" + ", ".join(_loose_json(v) for v in jsonable) + "]"
+    return orjson.dumps(jsonable).decode()
 
 
 def change_json(change: snapvc.Change) -> dict[str, Any]:

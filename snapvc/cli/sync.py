@@ -14,6 +14,7 @@ from rich.markup import escape
 
 import snapvc
 from snapvc.cli.common import Output, open_repo, pass_output, progress_bar, repo_command, rev_completion
+from snapvc.maintenance.stats import plural
 from snapvc.maintenance.sync import FetchResult, TransferStats
 
 __all__ = ["remote", "push", "fetch", "pull", "clone"]
@@ -170,4 +171,5 @@ def clone(out: Output, as_json: bool, source: str, destination: str, endpoint: s
     if as_json:
         out.json({"destination": destination, "branches": {b: t.hex for b, t in branches.items()}, "commits": stats})
         return
-    out.print(f"Cloned {escape(source)} into {escape(destination)}: {stats} commits, {len(branches)} branches")
+    out.print(f"Cloned {escape(source)} into {escape(destination)}: "
+              f"{plural(stats, 'commit')}, {plural(len(branches), 'branch', 'branches')}")

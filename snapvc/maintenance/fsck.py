@@ -37,6 +37,7 @@ from snapvc.encoding.jsonable import to_jsonable
 from snapvc.errors import CorruptObjectError, DamagedRowsError, ObjectNotFoundError, RefError, RepositoryError, SnapvcError
 from snapvc.files import write_atomically
 from snapvc.ids import ObjectId
+from snapvc.maintenance.stats import plural
 from snapvc.maintenance.graph import Edge, Progress, batches, no_progress, read_batch, read_children, read_frames, with_bases
 from snapvc.objects import COMMIT, KIND_NAMES, Commit, split_object
 from snapvc.refs.base import ReflogEntry
@@ -102,8 +103,9 @@ class FsckReport:
         return not self.problems
 
     def __str__(self) -> str:
-        head = (f"checked {self.objects} objects, {self.commits} commits, {self.refs} refs and "
-                f"{self.reflog_entries} reflog entries in {self.seconds:.2f} s: ")
+        head = (f"checked {plural(self.objects, 'object')}, {plural(self.commits, 'commit')}, "
+                f"{plural(self.refs, 'ref')} and {plural(self.reflog_entries, 'reflog entry', 'reflog entries')} "
+                f"in {self.seconds:.2f} s: ")
         if self.ok:
             head += "no problems"
         else:
@@ -112,8 +114,8 @@ class FsckReport:
                 kinds[p.kind] = kinds.get(p.kind, 0) + 1
             head += ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
         if self.dangling_objects or self.dangling_commits:
-            head += (f"; {len(self.dangling_objects)} dangling objects and {len(self.dangling_commits)} dangling "
-                     f"commits (gc removes them)")
+            head += (f"; {plural(len(self.dangling_objects), 'dangling object')} and "
+                     f"{plural(len(self.dangling_commits), 'dangling commit')} (gc removes them)")
         return "\n".join([head, *map(str, self.problems)])
 
     def to_dict(self) -> dict[str, Any]:
@@ -416,7 +418,8 @@ class SalvageResult:
     damaged: tuple[ObjectId, ...]
 
     def __str__(self) -> str:
-        return f"saved {len(self.saved)} whole commits to {self.folder}; {len(self.damaged)} damaged left out"
+        return (f"saved {plural(len(self.saved), 'whole commit')} to {self.folder}; "
+                f"{len(self.damaged):,} damaged left out")
 
 
 def salvage(repo: Versioned, folder: str | Path, progress: Progress = no_progress) -> SalvageResult:

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from snapvc.maintenance.stats import format_bytes
+from snapvc.maintenance.stats import format_bytes, plural
 from snapvc.errors import InvalidArgumentError, RefConflictError, RepositoryError, SnapvcError, UnsafeGcError
 from snapvc.ids import ObjectId
 from snapvc.maintenance.graph import (
@@ -218,14 +218,15 @@ class GcReport:
 
     def __str__(self) -> str:
         verb = "would remove" if self.dry_run else "removed"
-        text = (f"{verb} {len(self.removed_objects)} of {self.objects_before} objects and "
-                f"{len(self.removed_commits)} of {self.commits_before} commits, "
-                f"{format_bytes(self.bytes_freed)}; kept {self.kept_young} younger than the grace period "
-                f"and {self.kept_delta_bases} delta bases")
+        text = (f"{verb} {len(self.removed_objects):,} of {plural(self.objects_before, 'object')} and "
+                f"{len(self.removed_commits):,} of {plural(self.commits_before, 'commit')}, "
+                f"{format_bytes(self.bytes_freed)}; kept {self.kept_young:,} younger than the grace period "
+                f"and {plural(self.kept_delta_bases, 'delta base')}")
         if self.expired_reflog_entries:
-            text += f"; {'would expire' if self.dry_run else 'expired'} {self.expired_reflog_entries} reflog entries"
+            text += (f"; {'would expire' if self.dry_run else 'expired'} "
+                     f"{plural(self.expired_reflog_entries, 'reflog entry', 'reflog entries')}")
         for r in self.rewrites:
-            text += f"\n{r.branch}: kept {r.kept} of {r.total} commits ({r.old_tip.short} -> {r.new_tip.short})"
+            text += f"\n{r.branch}: kept {r.kept:,} of {plural(r.total, 'commit')} ({r.old_tip.short} -> {r.new_tip.short})"
         for b in self.skipped_branches:
             text += f"\n{b}: not thinned, another writer moved it meanwhile"
         return text

@@ -12,7 +12,7 @@ from snapvc.objects import BLOB, COMMIT, KIND_NAMES, split_object
 from snapvc.refs.names import HEADS, TAGS, short_name
 from snapvc.repository.roles import Versioned
 
-__all__ = ["RepoStats", "BranchStats", "format_bytes", "repo_stats", "branch_stats"]
+__all__ = ["RepoStats", "BranchStats", "format_bytes", "plural", "repo_stats", "branch_stats"]
 
 # A child reference inside a node: its 32-byte id and two bytes of framing.
 _REF_BYTES = 34
@@ -20,9 +20,11 @@ _REF_BYTES = 34
 
 @dataclass(frozen=True, slots=True)
 class RepoStats:
-    """What a repository holds. ``logical_bytes`` is what storing every commit's whole
-    state separately would take (uncompressed); ``dedup_ratio`` is that over
-    ``stored_bytes``."""
+    """What a repository holds. ``objects`` (and ``objects_by_kind``) are the objects
+    states are made of, as ``fsck`` counts them; ``commits`` are counted apart.
+    ``stored_bytes`` is what both take as stored; ``logical_bytes`` is what storing
+    every commit's whole state separately would take (uncompressed); ``dedup_ratio``
+    is that over ``stored_bytes``."""
 
     objects: int
     stored_bytes: int
@@ -37,11 +39,12 @@ class RepoStats:
         return self.logical_bytes / self.stored_bytes if self.stored_bytes else 0.0
 
     def __str__(self) -> str:
-        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.objects_by_kind.items()))
+        kinds = ", ".join(f"{n:,} {k}" for k, n in sorted(self.objects_by_kind.items()))
         return (
-            f"{self.commits} commits on {self.branches} branches ({self.tags} tags); "
-            f"{self.objects} objects ({kinds}); stored {format_bytes(self.stored_bytes)} for "
-            f"{format_bytes(self.logical_bytes)} of states: {self.dedup_ratio:.1f}x"
+            f"{plural(self.commits, 'commit')} on {plural(self.branches, 'branch', 'branches')}, "
+            f"{plural(self.tags, 'tag')}; {plural(self.objects, 'object')}" + (f" ({kinds})" if kinds else "")
+            + f"; stored {format_bytes(self.stored_bytes)} for {format_bytes(self.logical_bytes)} of states: "
+            f"{self.dedup_ratio:.1f}x"
         )
 
 
@@ -64,24 +67,33 @@ class BranchStats:
         return self.logical_bytes / self.distinct_bytes if self.distinct_bytes else 0.0
 
     def __str__(self) -> str:
-        return (f"{self.branch}: {self.commits} commits; {self.objects} objects, {format_bytes(self.distinct_bytes)} "
+        return (f"{self.branch}: {plural(self.commits, 'commit')}; {plural(self.objects, 'object')}, "
+                f"{format_bytes(self.distinct_bytes)} "
                 f"for {format_bytes(self.logical_bytes)} of states: {self.dedup_ratio:.1f}x")
 
 
 def format_bytes(n: float) -> str:
-    """``512 B``, ``1.5 KB``, ``94.7 MB``: decimal units, as ``RepoStats`` shows them."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
+    """``512 B``, ``1.5 KiB``, ``94.7 MiB``: binary units (1 KiB = 1,024 bytes), the
+    units of every size snapvc prints (``diff --stat`` too)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
+        n /= 1024
     return f"{n} B"
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``1 branch``, ``2 branches``, ``1,024 objects``: a count with its noun agreeing
+    (``words``, the plural, when adding an s will not do)."""
+    return f"{n:,} {word if n == 1 else words or word + 's'}"
 
 
 
 
 def repo_stats(repo: Versioned) -> RepoStats:
-    """Objects, bytes stored, bytes the states would take stored whole, and the ratio.
-    Commits count as objects, of their canonical size (they live in the commit index)."""
+    """Objects, commits, bytes stored, bytes the states would take stored whole, and
+    the ratio. Commits are counted apart from objects; their bytes (their canonical
+    size where they live in the commit index) count in ``stored_bytes``."""
     sizes = repo.store.sizes()
     by_kind: dict[str, int] = {}
     ids = list(repo.store.iter_ids())
@@ -91,19 +103,18 @@ def repo_stats(repo: Versioned) -> RepoStats:
         batch = ids[start : start + 500]
         for oid, data in repo.store.get_many(batch).items():
             kind = data[0]
+            if kind == COMMIT:  # a commit in the object store (older files): counted with the commits
+                in_store.add(oid)
+                continue
             name = KIND_NAMES.get(kind, f"kind {kind:#04x}")
             by_kind[name] = by_kind.get(name, 0) + 1
-            if kind == COMMIT:
-                in_store.add(oid)
     only_in_index = [oid for oid in repo.commits.ids() if oid not in in_store]
-    if only_in_index:
-        by_kind["commit"] = by_kind.get("commit", 0) + len(only_in_index)
     logical = 0
     for cid in [*in_store, *only_in_index]:
         logical += _logical_size(repo, repo.get_commit(cid).tree, logical_of)
     index_bytes = sum(len(repo.get_commit(cid).encode()) for cid in only_in_index)
     return RepoStats(
-        objects=sizes.objects + len(only_in_index),
+        objects=sizes.objects - len(in_store),
         stored_bytes=sizes.stored_bytes + index_bytes,
         logical_bytes=logical,
         commits=len(in_store) + len(only_in_index),

@@ -57,6 +57,7 @@ from snapvc.errors import (
 from snapvc.repository.history import commits_behind
 from snapvc.ids import ObjectId
 from snapvc.maintenance.graph import read_children
+from snapvc.maintenance.stats import format_bytes, plural
 from snapvc.objects import Commit
 from snapvc.refs.names import HEADS, TAGS, branch_ref, check_ref_name, short_name
 from snapvc.repository.core import RepositoryCore, open_repository
@@ -111,7 +112,7 @@ class TransferStats:
     dictionaries: int = 0
 
     def __str__(self) -> str:
-        return f"{self.commits} commits, {self.objects} objects, {self.bytes:,} bytes"
+        return f"{plural(self.commits, 'commit')}, {plural(self.objects, 'object')}, {format_bytes(self.bytes)}"
 
 
 @dataclass(frozen=True)
