@@ -41,7 +41,9 @@ Key = tuple[int, int, bytes]
 @dataclass(frozen=True, slots=True)
 class GraphRow:
     """One commit of the graph: its ``lane``, the ``width`` of the row (the columns it and
-    its edges use) and the ``edges`` ``(from column here, to column in the next row)``."""
+    its edges use) and the ``edges`` ``(from column here, to column in the next row)``:
+    first the lines passing through, by column, then one from the commit's lane per
+    parent, in the order of its parents."""
 
     commit: Commit
     lane: int
@@ -131,7 +133,7 @@ def graph_page(repo: Storage, tips: Iterable[ObjectId], limit: int, cursor: str 
         while lanes and lanes[-1] is None:
             lanes.pop()
         width = 1 + max([lane, *(max(a, b) for a, b in edges)])
-        rows.append(GraphRow(commit, lane, width, sorted(set(edges))))
+        rows.append(GraphRow(commit, lane, width, edges))
     more = bool(heap) and last is not None
     return GraphPage(rows, encode_cursor(lanes, last) if more and last is not None else None)
 
