@@ -7,7 +7,8 @@
 const ROW = 30;          // px per graph row; matches --row in app.css
 const LANE = 14;         // px per graph column
 const PAGE = 200;        // graph rows asked for at a time
-const AROUND = 30;       // rows drawn above and below the visible ones
+const AROUND = 30;       // rows drawn above and below the visible ones, at least
+const CHUNK = 20;
 const COLORS = ["#0969da", "#8250df", "#1a7f37", "#bc4c00", "#cf222e", "#1b7c83", "#9a6700", "#6e7781"];
 
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -173,8 +174,9 @@ async function reloadGraph() {
 
 function drawGraph() {
   const scroller = $("#graph-scroll");
-  const first = Math.max(0, Math.floor(scroller.scrollTop / ROW) - AROUND);
-  const last = Math.min(app.rows.length, Math.ceil((scroller.scrollTop + scroller.clientHeight) / ROW) + AROUND);
+  // The range drawn moves in steps of CHUNK rows, so most scroll events redraw nothing.
+  const first = Math.max(0, Math.floor((scroller.scrollTop / ROW - AROUND) / CHUNK) * CHUNK);
+  const last = Math.min(app.rows.length, Math.ceil(((scroller.scrollTop + scroller.clientHeight) / ROW + AROUND) / CHUNK) * CHUNK);
   if (last >= app.rows.length - AROUND && app.cursor !== null) loadMore();
   const key = `${first}:${last}:${app.current}:${app.picked.join(",")}`;
   if (key === app.drawn) return;
@@ -184,7 +186,9 @@ function drawGraph() {
   for (let i = Math.max(0, first - 1); i < last; i++) width = Math.max(width, app.rows[i].width, app.rows[i].lane + 1);
   const lanesPx = width * LANE + 6;
   const x = (lane) => lane * LANE + LANE / 2 + 4;
-  const y = (i) => i * ROW + ROW / 2;
+  // The SVG spans only the rows drawn (a history-tall one is slow to paint).
+  const origin = Math.max(0, first - 1);
+  const y = (i) => (i - origin) * ROW + ROW / 2;
 
   // One SVG for the rows drawn: each row's edges run from its centre to the next row's.
   let svg = "";
@@ -203,7 +207,6 @@ function drawGraph() {
     const merge = r.parents.length > 1;
     svg += `<circle cx="${x(r.lane)}" cy="${y(i)}" r="${merge ? 4 : 5}" fill="${merge ? "#fff" : color}" stroke="${color}" stroke-width="2"/>`;
   }
-  const top = (app.rows.length + 1) * ROW;
   let html = "";
   for (let i = first; i < last; i++) {
     const r = app.rows[i];
@@ -223,7 +226,7 @@ function drawGraph() {
       + `<span class="time" title="${esc(r.time)}">${esc(when(r.time))}</span></div>`;
   }
   // Drawn over the rows (it lets clicks through), so a highlighted row does not hide it.
-  html += `<svg class="graph-svg" width="${lanesPx + 30}" height="${top}" style="left:26px">${svg}</svg>`;
+  html += `<svg class="graph-svg" width="${lanesPx + 30}" height="${(last - origin + 1) * ROW}" style="left:26px;top:${origin * ROW}px">${svg}</svg>`;
   $("#graph-rows").innerHTML = html;
 }
 
@@ -346,8 +349,13 @@ function changeNode(key, node, rev, open, walk) {
     const ch = node.change;
     li.dataset.kind = ch.kind;
     head.append(el("span", { class: `kind ${ch.kind}`, text: ch.kind }));
-    const sizes = ch.kind === "added" ? ch.new_size : ch.kind === "removed" ? ch.old_size : `${ch.old_size} → ${ch.new_size}`;
-    head.append(el("span", { class: "size", text: `${sizes} chars` }));
+    if (ch.items) {
+      const n = (k) => ch.items[k].length;
+      head.append(el("span", { class: "size", text: [n("added") && `${n("added")} added`, n("removed") && `${n("removed")} removed`].filter(Boolean).join(", ") }));
+    } else {
+      const sizes = ch.kind === "added" ? ch.new_size : ch.kind === "removed" ? ch.old_size : `${ch.old_size} → ${ch.new_size}`;
+      head.append(el("span", { class: "size", text: `${sizes} chars` }));
+    }
     body.append(changeBody(ch));
   } else {
     head.append(el("span", { class: "size", text: `${countChanges(node)} changed below` }));
