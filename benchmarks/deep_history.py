@@ -5,6 +5,10 @@ After ``Scale.history_commits`` commits: ``list(repo.log("main"))`` of every com
 ``repo.resolve("main~9000")`` (``Scale.history_back``) and ``snapvc.open``, each on a
 freshly opened repository and again on a warm one. The commit ``main~9000`` resolves to
 must be the one committed that many commits earlier, and check out to that state.
+The web view (``snapvc ui``, when the ui extra is installed) is asked, through its ASGI
+application, for the first page of the graph (100 commits) and for one commit's page:
+on a freshly opened repository and again, each page costing what it shows, not the
+history behind it.
 """
 
 from __future__ import annotations
@@ -53,6 +57,11 @@ class HistoryFigures:
     resolve_fresh_s: float
     figures: StoreFigures
     checks: list[str] = field(default_factory=list)
+    # The web view's pages (None without the ui extra): the first page of the graph,
+    # freshly opened and again, and the page of the branch's tip commit.
+    ui_graph_fresh_s: float | None = None
+    ui_graph_s: float | None = None
+    ui_commit_s: float | None = None
 
 
 RESULTS = {"snapvc": HistoryFigures}
@@ -100,7 +109,47 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> Histo
                 fresh_resolve.append(time.perf_counter() - t0)
             finally:
                 fresh.close()
-    return HistoryFigures(rev, resolve_s, statistics.median(fresh_resolve), figures, checks)
+        ui = _ui_pages(path, scale.repeats, commits[-1].id.hex, checks)
+    return HistoryFigures(rev, resolve_s, statistics.median(fresh_resolve), figures, checks, *ui)
+
+
+def _ui_pages(path: Path, repeats: int, tip: str, checks: list[str]) -> tuple[float | None, float | None, float | None]:
+    """Seconds of the web view's first graph page (fresh, again) and of a commit's page."""
+    try:
+        from starlette.testclient import TestClient
+
+        from snapvc.ui import app
+    except ImportError:  # the ui extra is not installed: no figures, said as such in the table
+        return None, None, None
+    fresh_times, graph_times, commit_times = [], [], []
+    for _ in range(repeats):
+        with snapvc.open(str(path), create=False) as fresh:
+            client = TestClient(app(fresh), base_url="http://127.0.0.1")
+            t0 = time.perf_counter()
+            first = client.get("/api/graph", params={"limit": 100})
+            fresh_times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            again = client.get("/api/graph", params={"limit": 100})
+            graph_times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            shown = client.get(f"/api/commit/{tip}")
+            commit_times.append(time.perf_counter() - t0)
+    rows = first.json()["rows"]
+    check(first.status_code == again.status_code == 200 and len(rows) == 100 and rows[0]["id"] == tip
+          and again.json()["cursor"] is not None, checks, "the web view's first graph page holds the newest 100 commits")
+    check(shown.status_code == 200 and len(shown.json()["changes"]) >= 1, checks,
+          "the web view's commit page lists the tip commit's changes")
+    return statistics.median(fresh_times), statistics.median(graph_times), statistics.median(commit_times)
+
+
+def _ui_rows(value: HistoryFigures, repeats: int) -> list[tuple[str, str]]:
+    if value.ui_graph_s is None or value.ui_graph_fresh_s is None or value.ui_commit_s is None:
+        return [("web view (snapvc ui)", "not measured: the ui extra is not installed")]
+    return [
+        (f"web view: first graph page (100 commits), freshly opened (median of {repeats})", duration(value.ui_graph_fresh_s)),
+        (f"web view: first graph page, again (median of {repeats})", duration(value.ui_graph_s)),
+        (f"web view: a commit's page (median of {repeats})", duration(value.ui_commit_s)),
+    ]
 
 
 def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
@@ -112,6 +161,7 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
         *figures.rows(),
         (f"repo.resolve({rev!r}), freshly opened (median of {scale.repeats})", duration(value.resolve_fresh_s)),
         (f"repo.resolve({rev!r}), again (median of {scale.repeats})", duration(value.resolve_s)),
+        *_ui_rows(value, scale.repeats),
         ("peak RSS (process)", size(results["snapvc"].maxrss_bytes)),
     ]
     return Section(

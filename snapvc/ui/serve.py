@@ -24,8 +24,9 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.bind((host.strip("[]"), port))
         # Listening now: a client that read the address connects even before uvicorn accepts.
         sock.listen(128)
-    except OSError:
+    except OSError as exc:  # the port taken, say: the error names the address ('--port 0' picks a free one)
         sock.close()
+        exc.filename = f"{host}:{port}"
         raise
     return sock
 
