@@ -148,7 +148,8 @@ def _ui_rows(value: HistoryFigures, repeats: int) -> list[tuple[str, str]]:
     return [
         (f"web view: first graph page (100 commits), freshly opened (median of {repeats})", duration(value.ui_graph_fresh_s)),
         (f"web view: first graph page, again (median of {repeats})", duration(value.ui_graph_s)),
-        (f"web view: a commit's page (median of {repeats})", duration(value.ui_commit_s)),
+        (f"web view: a commit's page, the first state read since opening (median of {repeats})",
+         duration(value.ui_commit_s)),
     ]
 
 
