@@ -3,7 +3,7 @@
 Assembles the S3 object store and commit index (``snapvc.backends.s3.objects`` and
 ``snapvc.backends.s3.commit_index``, two faces of the packs) and the S3
 ref store (``snapvc.backends.s3.refs``, conditional writes) over one client. Needs the ``s3``
-extra (``pip install 'snapvc[s3]'``: obstore). Credentials come from the environment,
+extra (``pip install '.[s3]'`` in a clone: obstore). Credentials come from the environment,
 as for any AWS client (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ...).
 
 What a transaction means here: S3 has no multi-key atomicity, so

@@ -3,7 +3,7 @@
     from snapvc.integrations.langgraph import SnapvcSaver
     graph = builder.compile(checkpointer=SnapvcSaver.from_conn_string("agent.snapvc"))
 
-Needs ``pip install 'snapvc[langgraph]'``. ``saver.py`` maps threads, checkpoints and
+Needs the ``langgraph`` extra (``pip install '.[langgraph]'`` in a clone). ``saver.py`` maps threads, checkpoints and
 pending writes onto branches and commits; ``values.py`` stores channel values as snapvc
 values and reads many checkpoints at once. See ``docs/langgraph.md``.
 """
