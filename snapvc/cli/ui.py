@@ -27,7 +27,7 @@ def ui(repo_path: str | None, host: str, port: int, writable: bool, no_browser: 
         from snapvc.ui.serve import serve  # Starlette and uvicorn load here, not with the command line
     except ImportError as exc:
         raise click.ClickException(f"'snapvc ui' needs the ui extra, which is not installed ({(exc.name or 'starlette').split('.')[0]} is missing): "
-                                   "pip install 'snapvc[ui]'") from None
+                                   "pip install '.[ui]' in a clone of snapvc (not on PyPI yet)") from None
     repo = open_repo(repo_path)
     try:
         serve(repo, host=host, port=port, writable=writable, open_browser=not no_browser,
