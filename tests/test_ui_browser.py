@@ -257,9 +257,57 @@ def test_a_fork_made_from_the_page_lands_in_the_graph_and_the_reflog(driver: Any
         entries = wait_for(driver, "#reflog-table tr.reflog-entry")
         assert driver.find_element("css selector", "#reflog-ref").get_attribute("value") == "refs/heads/try-again"
         assert len(entries) == 1
-        assert entries[0].find_element("css selector", ".commit-link").get_attribute("data-commit") == base
+        assert entries[0].find_element("css selector", "td.to .commit-link").get_attribute("data-commit") == base
     repo = snapvc.open(repo_path)
     try:
         assert str(repo.branches()["try-again"]) == base
     finally:
         repo.close()
+
+
+def test_a_reset_is_undone_from_the_reflog_view(driver: Any, tmp_path: Path) -> None:
+    repo_path = make_demo(tmp_path / "demo.snapvc")
+    found = expected(repo_path)
+    found["repo"].close()
+    base, web = found["tags"]["decision-point"], found["branches"]["try-web"]
+    with serve(repo_path, write=True) as url:
+        open_graph(driver, url, len(found["commits"]))
+        row(driver, base).click()
+        wait_for(driver, f'#commit-detail[data-id="{base}"]')
+        driver.find_element("css selector", '#reset-branch option[value="try-web"]').click()
+        driver.find_element("css selector", "#reset-go").click()
+        wait_for(driver, f'.row[data-id="{base}"] .ref.branch')
+        driver.find_element("css selector", "#see-reflog").click()
+        reasons = wait_for(driver, "#reflog-table tr.reflog-entry .reason")
+        assert reasons[0].text.startswith("reset"), reasons[0].text
+        driver.find_element("css selector", "#reflog-undo").click()
+        wait_for(driver, f'#reflog-table tr.reflog-entry:first-child td.to .commit-link[data-commit="{web}"]')
+        assert driver.find_element("css selector", "#reflog-table tr.reflog-entry .reason").text.startswith("undo")
+    repo = snapvc.open(repo_path)
+    try:
+        assert str(repo.branches()["try-web"]) == web
+    finally:
+        repo.close()
+
+
+def test_threads_are_listed_and_filtered_by_metadata(driver: Any, tmp_path: Path) -> None:
+    repo = snapvc.open(tmp_path / "threads.snapvc")
+    try:
+        for thread_id, source in (("chat-1", "loop"), ("chat-2", "tool")):
+            thread = repo.thread(thread_id, session="s1", metadata={"source": source})
+            for step in range(3):
+                thread.save({"messages": ["hi"] * (step + 1)}, metadata={"step": step})
+    finally:
+        repo.close()
+    with serve(tmp_path / "threads.snapvc") as url:
+        driver.get(url + "/")
+        driver.find_element("css selector", "#tab-threads").click()
+        listed = {r.get_attribute("data-thread") for r in wait_for(driver, "#threads-table .thread-row", 2)}
+        assert {"chat-1", "chat-2"} <= listed
+        driver.find_element("css selector", "#threads-where").send_keys("source=tool, step=2")
+        driver.find_element("css selector", "#threads-filter button").click()
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        WebDriverWait(driver, WAIT).until(
+            lambda d: [r.get_attribute("data-thread") for r in d.find_elements("css selector", "#threads-table .thread-row")] == ["chat-2"],
+            "the filter source=tool, step=2 did not leave chat-2 alone")

@@ -354,7 +354,7 @@ function changeNode(key, node, rev, open, walk) {
       head.append(el("span", { class: "size", text: [n("added") && `${n("added")} added`, n("removed") && `${n("removed")} removed`].filter(Boolean).join(", ") }));
     } else {
       const sizes = ch.kind === "added" ? ch.new_size : ch.kind === "removed" ? ch.old_size : `${ch.old_size} → ${ch.new_size}`;
-      head.append(el("span", { class: "size", text: `${sizes} chars` }));
+      head.append(el("span", { class: "size", text: `${sizes} ${sizes === 1 ? "char" : "chars"}` }));
     }
     body.append(changeBody(ch));
   } else {
@@ -454,7 +454,8 @@ function stateChildren(rev, node) {
 function stateNode(rev, path, child) {
   const li = el("li", { class: "state-node", "data-key": String(child.key), "data-kind": child.kind, "data-path": pathText(path) });
   const toggle = el("span", { class: "toggle", text: "▸" });
-  const sizeText = child.kind === "map" ? `${child.size} keys` : child.kind === "list" ? `${child.size} items` : `${child.size} chars`;
+  const unit = { map: ["key", "keys"], list: ["item", "items"], value: ["char", "chars"] }[child.kind] || ["", ""];
+  const sizeText = `${child.size} ${unit[child.size === 1 ? 0 : 1]}`;
   const head = el("div", { class: "node-head" }, toggle, el("span", { class: "key", text: keyText(child.key) }),
     el("span", { class: "size", text: sizeText }));
   head.append(el("span", { class: "preview", text: child.preview }));
@@ -559,9 +560,9 @@ async function loadReflog(ref) {
   const tbody = el("tbody");
   for (const e of data.entries) {
     tbody.append(el("tr", { class: "reflog-entry" },
-      el("td", { class: "note", text: when(e.time, true) }),
-      el("td", {}, e.old ? commitLink(e.old) : el("span", { class: "note", text: "(new)" })),
-      el("td", {}, e.new ? commitLink(e.new) : el("span", { class: "note", text: "(deleted)" })),
+      el("td", { class: "note when", text: when(e.time, true) }),
+      el("td", { class: "from" }, e.old ? commitLink(e.old) : el("span", { class: "note", text: "(new)" })),
+      el("td", { class: "to" }, e.new ? commitLink(e.new) : el("span", { class: "note", text: "(deleted)" })),
       el("td", { class: "reason", text: e.reason })));
   }
   table.append(tbody);
@@ -588,6 +589,7 @@ function writeForms(c) {
       const name = input.value.trim();
       if (!name) { input.focus(); return; }
       const done = await api(...send(name));
+      input.value = "";
       await afterWrite(done, result);
     };
     go.addEventListener("click", run);
