@@ -209,10 +209,11 @@ def test_log_filters_and_json(repo_dir: Path) -> None:
     assert messages("--all") == ["on b", "edit", "reply", "start"]
     assert messages("--since", "1 hour ago") == ["edit", "reply", "start"]
     assert messages("--until", "2000-01-01") == []
-    with snapvc.open(repo_dir / "threads.snapvc") as repo:  # history on other branches only, HEAD's empty
+    (repo_dir / "other").mkdir()  # beside agent.snapvc, it would make the repository to use ambiguous
+    with snapvc.open(repo_dir / "other" / "threads.snapvc") as repo:  # history on other branches only, HEAD's empty
         repo.commit({"x": 1}, branch="thread-1", message="t1")
         repo.commit({"x": 2}, branch="thread-2", message="t2")
-    assert messages("--repo", str(repo_dir / "threads.snapvc")) == ["t2", "t1"]
+    assert messages("--repo", str(repo_dir / "other" / "threads.snapvc")) == ["t2", "t1"]
     full = run("log", "-n", "1", cwd=repo_dir).stdout
     assert full.startswith("commit ") and "Author: " in full and "Date:   " in full and "    edit" in full
     bad = run("log", "--since", "last tuesday", cwd=repo_dir)

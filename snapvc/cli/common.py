@@ -48,13 +48,19 @@ STDOUT = "standard output"
 
 
 def find_repo(start: Path) -> Path | None:
-    """The first ``*.snapvc`` file in ``start`` or a folder above it, stopping below any
-    folder listed in ``SNAPVC_CEILING_DIRECTORIES`` (``:``-separated, like git's)."""
+    """The ``*.snapvc`` file in ``start`` or the nearest folder above it that has one,
+    stopping below any folder listed in ``SNAPVC_CEILING_DIRECTORIES`` (``:``-separated,
+    like git's). Two or more in that folder: a usage error listing them, since choosing
+    one (the first by name) would act on a repository the person may not have meant."""
     ceilings = {Path(p).resolve() for p in os.environ.get("SNAPVC_CEILING_DIRECTORIES", "").split(os.pathsep) if p}
     for folder in (start, *start.parents):
         if folder in ceilings:
             return None
         found = sorted(folder.glob("*.snapvc"))
+        if len(found) > 1:
+            names = ", ".join(str(p) for p in found)
+            raise click.UsageError(f"{len(found)} repositories in {folder}: {names}; choose one with --repo PATH "
+                                   "(or $SNAPVC_REPO)")
         if found:
             return found[0]
     return None

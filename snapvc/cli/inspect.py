@@ -28,11 +28,13 @@ from snapvc.cli.common import (
 )
 from snapvc.cli.graph import graph_rows
 from snapvc.cli.render import (
+    FORMAT_HELP,
     change_json,
     commit_line,
     decoration,
     graph_markup,
     labels_by_commit,
+    format_commit,
     render_changes,
     value_text,
 )
@@ -75,12 +77,21 @@ def _commit_header(out: Output, commit: snapvc.Commit, labels: list[str]) -> Non
 @click.option("--since", metavar="TIME", help="only commits made at or after TIME (2026-11-23, '2 hours ago', Unix seconds)")
 @click.option("--until", metavar="TIME", help="only commits made at or before TIME")
 @click.option("--path", "paths", multiple=True, metavar="PATH", help="only commits that changed PATH (dotted); repeatable")
+@click.option("-p", "--patch", is_flag=True, help="show what each commit changed against its first parent, as diff does")
+@click.option("--stat", is_flag=True, help="show each commit's changes as a summary per top-level key, as diff --stat")
+@click.option("--format", "fmt", metavar="FMT", default=None, help=FORMAT_HELP)
 @pass_output
 def log(out: Output, repo_path: str | None, as_json: bool, revs: tuple[str, ...], oneline: bool, graph: bool,
         all_refs: bool, max_count: int | None, where: tuple[str, ...], since: str | None, until: str | None,
-        paths: tuple[str, ...]) -> None:
+        paths: tuple[str, ...], patch: bool, stat: bool, fmt: str | None) -> None:
     """Show the commits reachable from REVS (default: HEAD, or every branch while HEAD's
-    branch has no commit), newest first."""
+    branch has no commit), newest first.
+
+    e.g. snapvc log --format '%h %ad %(meta:agent) %s'; snapvc log -p -n 3."""
+    if graph and (patch or stat or fmt is not None):
+        raise click.UsageError("--graph draws one line per commit: use it without -p, --stat and --format")
+    if sum((oneline, fmt is not None)) > 1:
+        raise click.UsageError("--oneline and --format are different outputs: choose one")
     filters = parse_assignments(where, "--where") or None
     lo = parse_time(since, "--since") if since else None
     hi = parse_time(until, "--until") if until else None
@@ -97,10 +108,28 @@ def log(out: Output, repo_path: str | None, as_json: bool, revs: tuple[str, ...]
         commits = repo.log(starts, limit=max_count, where=filters, since=lo, until=hi,
                            paths=[state_path(p) for p in paths] or None)
         if as_json:
-            out.json([commit_json(c, labels.get(c.id, ())) for c in commits])
+            out.json([{**commit_json(c, labels.get(c.id, ())),
+                       **({"changes": [change_json(x) for x in _changes_of(repo, c)]} if patch or stat else {})}
+                      for c in commits])
             return
         with out.paged():
-            if graph:
+            if patch or stat or fmt is not None:
+                for commit in commits:
+                    here = labels.get(commit.id, [])
+                    if fmt is not None:
+                        out.print(escape(format_commit(fmt, commit, here)))
+                    elif oneline:
+                        out.print(commit_line(commit, here))
+                    else:
+                        _commit_header(out, commit, here)
+                    if patch or stat:
+                        title = (f"{commit.parents[0].short[:8]} → {commit.id.short[:8]}" if commit.parents
+                                 else f"(empty) → {commit.id.short[:8]}")
+                        _print_changes(out, _changes_of(repo, commit), title, stat and not patch, False, context=3)
+                        if stat and patch:
+                            _print_changes(out, _changes_of(repo, commit), title, True, False, context=3)
+                        out.print()
+            elif graph:
                 for row in graph_rows(commits):
                     graph_part = graph_markup(row.graph)
                     if row.commit is None:

@@ -12,6 +12,7 @@ sides of ``old → new`` stay whole on the screen and in the pager.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -26,8 +27,8 @@ from snapvc.diff.changes import changed_region, format_path, plain_value
 from snapvc.encoding.jsonable import TAG
 from snapvc.encoding.reader import is_tuple
 
-__all__ = ["LONG_TEXT", "change_json", "commit_line", "decoration", "graph_markup", "labels_by_commit", "render_changes",
-           "value_text"]
+__all__ = ["FORMAT_HELP", "LONG_TEXT", "change_json", "commit_line", "decoration", "format_commit", "graph_markup",
+           "labels_by_commit", "render_changes", "value_text"]
 
 LONG_TEXT = 60  # a one-line string longer than this shows only the part that changed
 _STYLE = {"added": ("+", "green"), "removed": ("-", "red"), "modified": ("~", "yellow")}
@@ -110,7 +111,7 @@ def _leaf(parent: Tree, change: snapvc.Change, context: int) -> None:
         parent.add(f"[{colour}]{sign} {name}: {escape(value_text(value))}[/]")
 
 
-def value_text(value: Any, limit: int = 60) -> str:
+def value_text(value: Any, limit: int = 200) -> str:
     """``value`` as one line of JSON (``snapvc.to_jsonable``'s form), cut with ``…`` to
     about ``limit`` characters. A stored map or list is read only as far as the text
     shown needs, however large it is."""
@@ -205,3 +206,41 @@ def commit_line(commit: snapvc.Commit, labels: Iterable[str]) -> str:
     """``1a2b3c4d (HEAD -> main, tag: v1) step 3: write`` in rich markup."""
     first = commit.message.splitlines()[0] if commit.message else ""
     return f"[yellow]{commit.id.short[:8]}[/]{decoration(labels)} {escape(first)}"
+
+
+FORMAT_HELP = ("print each commit as FMT, whose placeholders are git's: %H id, %h short id, %s subject (the "
+               "message's first line), %b body, %B whole message, %an author, %ad date, %ai ISO-like date, "
+               "%aI strict ISO 8601 date, %at Unix seconds, %d ' (HEAD -> main, tag: v1)', %D the same without "
+               "the brackets, %P parent ids, %p short parent ids, %(meta:KEY) metadata KEY (text as is, other "
+               "values as JSON), %(meta) all metadata as JSON, %n newline, %% a %")
+
+_PLACEHOLDER = re.compile(r"%(\(meta(?::[^)]*)?\)|a[dItin]|[HhsbBdDPpn%])")
+
+
+def format_commit(fmt: str, commit: snapvc.Commit, labels: Sequence[str]) -> str:
+    """``commit`` as ``fmt`` says (``log --format``; see ``FORMAT_HELP``), plain text. A
+    ``%`` followed by anything else is kept as it is, as git keeps it."""
+    first, _, rest = (commit.message or "").partition("\n")
+
+    def one(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if code.startswith("(meta"):
+            key = code[6:-1] if code.startswith("(meta:") else None
+            if key is None:
+                return _loose_json(snapvc.to_jsonable(dict(commit.metadata)))
+            if key not in commit.metadata:
+                return ""
+            value = commit.metadata[key]
+            return value if isinstance(value, str) else _loose_json(snapvc.to_jsonable(value))
+        local = commit.time.astimezone()
+        return {
+            "H": lambda: commit.id.hex, "h": lambda: commit.id.short[:8], "s": lambda: first,
+            "b": lambda: rest.lstrip("\n"), "B": lambda: commit.message or "", "an": lambda: commit.author,
+            "ad": lambda: local.strftime("%a %b %d %H:%M:%S %Y %z"), "ai": lambda: local.strftime("%Y-%m-%d %H:%M:%S %z"),
+            "aI": lambda: local.isoformat(timespec="seconds"), "at": lambda: str(int(commit.time.timestamp())),
+            "d": lambda: f" ({', '.join(labels)})" if labels else "", "D": lambda: ", ".join(labels),
+            "P": lambda: " ".join(p.hex for p in commit.parents), "p": lambda: " ".join(p.short[:8] for p in commit.parents),
+            "n": lambda: "\n", "%": lambda: "%",
+        }[code]()
+
+    return _PLACEHOLDER.sub(one, fmt)
