@@ -9,6 +9,7 @@ const LANE = 14;         // px per graph column
 const PAGE = 200;        // graph rows asked for at a time
 const AROUND = 30;       // rows drawn above and below the visible ones, at least
 const CHUNK = 20;
+const MAX_LANES = 24;
 const COLORS = ["#0969da", "#8250df", "#1a7f37", "#bc4c00", "#cf222e", "#1b7c83", "#9a6700", "#6e7781"];
 
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -184,7 +185,8 @@ function drawGraph() {
 
   let width = 1;
   for (let i = Math.max(0, first - 1); i < last; i++) width = Math.max(width, app.rows[i].width, app.rows[i].lane + 1);
-  const lanesPx = width * LANE + 6;
+  // A very wide history keeps the messages in view: lanes past MAX_LANES are cut off.
+  const lanesPx = Math.min(width, MAX_LANES) * LANE + 6;
   const x = (lane) => lane * LANE + LANE / 2 + 4;
   // The SVG spans only the rows drawn (a history-tall one is slow to paint).
   const origin = Math.max(0, first - 1);
@@ -226,7 +228,7 @@ function drawGraph() {
       + `<span class="time" title="${esc(r.time)}">${esc(when(r.time))}</span></div>`;
   }
   // Drawn over the rows (it lets clicks through), so a highlighted row does not hide it.
-  html += `<svg class="graph-svg" width="${lanesPx + 30}" height="${(last - origin + 1) * ROW}" style="left:26px;top:${origin * ROW}px">${svg}</svg>`;
+  html += `<svg class="graph-svg" width="${lanesPx}" height="${(last - origin + 1) * ROW}" style="left:26px;top:${origin * ROW}px;overflow:hidden">${svg}</svg>`;
   $("#graph-rows").innerHTML = html;
 }
 
