@@ -2,11 +2,14 @@
 
 Export writes every commit reachable from the chosen branches (and the tags on them)
 as a git commit whose tree is the state laid out as files (``snapvc.maintenance.git.layout``). A
-git commit holds the same author (``Name <email>``, or the snapvc author with an empty
-email), time (UTC), parents (merges included) and message, and these trailers::
+git commit holds the time (UTC), parents (merges included) and message, an author and
+committer git tools show whole (``_git_identity``: the snapvc author when it is
+``Name <email>``, else the metadata's ``author`` when it is, else that name or the
+snapvc author's at ``snapvc@localhost``), and these trailers::
 
     Snapvc-Metadata: {"agent":"researcher","step":3}   the metadata, canonical JSON (if any)
     Snapvc-Time: 1763923541.123456                     the time to the microsecond (if not whole seconds)
+    Snapvc-Author: "root"                              the snapvc author, a JSON string (if not the git author)
     Snapvc-Commit: 5ac52ee0…                           the snapvc commit's id
 
 so the same history always gives the same git commit ids, and ``import_git`` rebuilds
@@ -52,17 +55,22 @@ if TYPE_CHECKING:
 
 __all__ = ["ExportResult", "GitCommitMap", "ImportResult", "export_git", "import_git"]
 
-LAYOUT_VERSION = 1  # a change to the layout or the commit form changes every git id: bump it
+LAYOUT_VERSION = 2  # a change to the layout or the commit form changes every git id: bump it
 _IDENTITY = re.compile(r"^(.*?) <([^<>]*)>$")
 _TRAILER_COMMIT = "Snapvc-Commit: "
 _TRAILER_TIME = "Snapvc-Time: "
 _TRAILER_METADATA = "Snapvc-Metadata: "
+_TRAILER_AUTHOR = "Snapvc-Author: "
+# Who a commit is by in git when snapvc knows no email: git tools show ``Name <>`` as a
+# broken identity, and hosts link an email to an account; this one belongs to nobody.
+EXPORT_EMAIL = "snapvc@localhost"
+EXPORT_IDENTITY = f"snapvc <{EXPORT_EMAIL}>"
 
 
 class GitCommitMap:
     """Which git commit each snapvc commit was exported as (ids are deterministic, so
     one map serves every target). Kept by the backend (``Backend.id_map``): in the
-    repository's SQLite file (table ``git_commits_v1``), or in memory beside a memory
+    repository's SQLite file (table ``git_commits_v2``), or in memory beside a memory
     repository's objects."""
 
     def __init__(self, repo: Versioned) -> None:
@@ -86,16 +94,44 @@ def _open_target(path: str | os.PathLike[str], bare: bool) -> Repo:
     return Repo.init_bare(str(target)) if bare else Repo.init(str(target))
 
 
-def _identity(author: str) -> bytes:
-    return (author if _IDENTITY.match(author) else f"{author} <>").encode()
+def _full_identity(text: Any) -> bool:
+    """``Name <email>`` with a name and an email git accepts (no line break, no ``<>``
+    inside)."""
+    if not isinstance(text, str) or "\n" in text:
+        return False
+    match = _IDENTITY.match(text)
+    return bool(match and match.group(1).strip() and match.group(2) and "<" not in match.group(1))
 
 
-def _git_message(commit: Commit) -> bytes:
+def _name(text: Any) -> str | None:
+    """A name git can hold before ``<email>``: one line, no angle brackets."""
+    if not isinstance(text, str) or not text.strip() or any(c in text for c in "<>\n\r\0"):
+        return None
+    return text.strip()
+
+
+def _git_identity(commit: Commit) -> str:
+    """Who the git commit is by: the snapvc author when it is ``Name <email>``; else the
+    metadata's ``author`` when it is; else that name (or the snapvc author's, as
+    ``SNAPVC_AUTHOR`` or the login gave it) at ``snapvc@localhost``; else
+    ``snapvc <snapvc@localhost>``. When this is not the snapvc author itself, the
+    ``Snapvc-Author`` trailer keeps that, so the import rebuilds the commit exactly."""
+    meta_author = commit.metadata.get("author") if commit.metadata_json != b"{}" else None
+    for candidate in (commit.author, meta_author):
+        if _full_identity(candidate):
+            return cast(str, candidate)
+    name = _name(meta_author) or _name(commit.author)
+    return f"{name} <{EXPORT_EMAIL}>" if name else EXPORT_IDENTITY
+
+
+def _git_message(commit: Commit, identity: str) -> bytes:
     trailers = []
     if commit.metadata_json != b"{}":
         trailers.append(_TRAILER_METADATA + commit.metadata_json.decode())
     if commit.timestamp_us % 1_000_000:
         trailers.append(f"{_TRAILER_TIME}{commit.timestamp_us // 1_000_000}.{commit.timestamp_us % 1_000_000:06d}")
+    if identity != commit.author:
+        trailers.append(_TRAILER_AUTHOR + orjson.dumps(commit.author).decode())
     trailers.append(_TRAILER_COMMIT + commit.id.hex)
     return (commit.message + "\n\n" + "\n".join(trailers) + "\n").encode()
 
@@ -127,11 +163,12 @@ def export_git(repo: Versioned, path: str | os.PathLike[str], branches: Iterable
             git_commit = GitCommit()
             git_commit.tree = writer.state_tree(repo.snapshot(commit.id))
             git_commit.parents = [cast("ObjectID", shas[p]) for p in commit.parents]
-            git_commit.author = git_commit.committer = _identity(commit.author)
+            identity = _git_identity(commit)
+            git_commit.author = git_commit.committer = identity.encode()
             git_commit.author_time = git_commit.commit_time = commit.timestamp_us // 1_000_000
             git_commit.author_timezone = git_commit.commit_timezone = 0
             git_commit.encoding = b"UTF-8"
-            git_commit.message = _git_message(commit)
+            git_commit.message = _git_message(commit, identity)
             writer.objects[git_commit.id] = git_commit
             shas[commit.id] = written[commit.id] = git_commit.id
             if progress is not None:
@@ -200,6 +237,7 @@ class _Trailers(NamedTuple):
     metadata: dict[str, Any] | None
     time: tuple[int, int] | None  # (seconds, microseconds)
     claimed: str | None  # the snapvc commit id it was exported from, hex
+    author: str | None  # the snapvc author, when git's author is not it
 
 
 _TIME = re.compile(r"([0-9]+)\.([0-9]{6})")
@@ -216,13 +254,14 @@ def _parse_message(text: str, where: str) -> _Trailers:
     # "\n" only: a metadata string may hold U+2028 or \x1c, which str.splitlines splits on
     lines = body[cut + 2:].split("\n") if cut >= 0 else []
     if not lines or not lines[-1].startswith(_TRAILER_COMMIT):
-        return _Trailers(body, None, None, None)
+        return _Trailers(body, None, None, None, None)
     fields: dict[str, str] = {}
     for line in lines:
-        label = next((t for t in (_TRAILER_METADATA, _TRAILER_TIME, _TRAILER_COMMIT) if line.startswith(t)), None)
+        label = next((t for t in (_TRAILER_METADATA, _TRAILER_TIME, _TRAILER_AUTHOR, _TRAILER_COMMIT)
+                      if line.startswith(t)), None)
         if label is None:
             raise GitError(f"{where}: the line {line!r} among its Snapvc trailers is none of them (Snapvc-Metadata, "
-                           "Snapvc-Time, Snapvc-Commit)")
+                           "Snapvc-Time, Snapvc-Author, Snapvc-Commit)")
         if label in fields:
             raise GitError(f"{where}: the trailer {label.rstrip(': ')} appears twice")
         fields[label] = line[len(label):]
@@ -244,7 +283,15 @@ def _parse_message(text: str, where: str) -> _Trailers:
             raise GitError(f"{where}: the trailer Snapvc-Time: {fields[_TRAILER_TIME]!r} is not "
                            "<seconds>.<six digits of microseconds>")
         time = int(match.group(1)), int(match.group(2))
-    return _Trailers(body[:cut], metadata, time, claimed)
+    author = None
+    if _TRAILER_AUTHOR in fields:
+        try:
+            author = orjson.loads(fields[_TRAILER_AUTHOR])
+        except orjson.JSONDecodeError as exc:
+            raise GitError(f"{where}: the trailer Snapvc-Author is not JSON: {exc}") from None
+        if not isinstance(author, str):
+            raise GitError(f"{where}: the trailer Snapvc-Author holds {fields[_TRAILER_AUTHOR]!r}, not a JSON string")
+    return _Trailers(body[:cut], metadata, time, claimed, author)
 
 
 def _text(raw: bytes, git_commit: GitCommit, what: str, where: str) -> str:
@@ -310,7 +357,9 @@ def import_git(repo: Versioned, path: str | os.PathLike[str], branches: Iterable
                 continue
             author = _text(git_commit.author, git_commit, "author", where)
             name = _IDENTITY.match(author)
-            if name and name.group(2) == "":  # "root <>": a snapvc author without an email
+            if trailers.author is not None:  # the snapvc author, when git's is another
+                author = trailers.author
+            elif name and name.group(2) == "":  # "root <>": how older exports wrote an author without an email
                 author = name.group(1)
             state = state_of(git_commit.tree, source.__getitem__, memo, where=where)
             try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from snapvc.ids import ObjectId
+from snapvc.maintenance.stats import plural
 
 __all__ = ["ExportResult", "ImportResult"]
 
@@ -22,7 +23,8 @@ class ExportResult:
     pushed: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
-        text = f"{self.commits} new commits ({self.objects} objects) written to {self.path}; {len(self.refs)} refs"
+        text = (f"{plural(self.commits, 'new commit')} ({plural(self.objects, 'object')}) written to {self.path}; "
+                f"{plural(len(self.refs), 'ref')}")
         return text + (f"; pushed {', '.join(self.pushed)}" if self.pushed else "")
 
 
@@ -40,5 +42,6 @@ class ImportResult:
     inexact: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
-        return (f"{self.commits} commits read ({self.new} new); {len(self.branches)} branches, "
-                f"{len(self.tags)} tags" + (f"; {len(self.inexact)} rebuilt inexactly" if self.inexact else ""))
+        return (f"{plural(self.commits, 'commit')} read ({self.new:,} new); "
+                f"{plural(len(self.branches), 'branch', 'branches')}, {plural(len(self.tags), 'tag')}"
+                + (f"; {len(self.inexact):,} rebuilt inexactly" if self.inexact else ""))
