@@ -208,8 +208,10 @@ def _all_rows(url: str, limit: int) -> tuple[list[dict[str, Any]], int]:
 
 
 def _check_lanes(rows: list[dict[str, Any]]) -> None:
-    """Every edge of a row leads into the next row: the lines passing through go on,
-    each parent's line ends where the parent is drawn, and no line is lost or left open."""
+    """Every edge of a row leads into the next row: the lines passing through go on
+    (straight, or bending into the commit's first-parent line when they await that
+    parent), each parent's line ends where the parent is drawn, and no line is lost or
+    left open."""
     awaited: dict[int, str] = {}  # column -> the commit the line in it leads to
     for row in rows:
         lane, edges = row["lane"], [tuple(e) for e in row["edges"]]
@@ -219,10 +221,12 @@ def _check_lanes(rows: list[dict[str, Any]]) -> None:
             assert row["id"] not in awaited.values(), row["short"]
         through = [e for e in edges if e[0] != lane]
         own = [e for e in edges if e[0] == lane]
-        assert all(i == j for i, j in through), row["short"]
+        for i, j in through:  # a bend: the line awaited the first parent, now drawn under the commit
+            assert i == j or (row["parents"] and awaited[i] == row["parents"][0] and own and own[0][1] == j), \
+                row["short"]
         assert {i for i, _ in through} == set(awaited) - {lane}, row["short"]
         assert len(own) == len(row["parents"]), row["short"]
-        following = {i: awaited[i] for i, _ in through}
+        following = {j: awaited[i] for i, j in through if i == j}
         for (_, column), parent in zip(own, row["parents"]):
             if column in following:  # joins the line already leading to that parent
                 assert following[column] == parent, row["short"]
@@ -231,6 +235,27 @@ def _check_lanes(rows: list[dict[str, Any]]) -> None:
         assert row["width"] > max([lane, *(max(e) for e in edges)])
         awaited = following
     assert awaited == {}
+
+
+def test_a_branch_line_stays_straight_through_the_fork_point(tmp_path: Path) -> None:
+    """The fork point is drawn in the lane of the branch drawn left of the other (main,
+    drawn first), whose line goes on straight; the side branch's line bends into it."""
+    from snapvc.ui.graph import graph_page
+
+    with snapvc.open(tmp_path / "r.snapvc") as repo:
+        base = repo.commit({"n": 0}, message="base")
+        fork = repo.commit({"n": 1}, message="fork point")
+        repo.branch("side", fork.id)
+        first = repo.commit({"n": 2}, message="on main")
+        side = repo.commit({"n": 2, "side": True}, branch="side", message="on side")  # drawn before "on main"
+        tip = repo.commit({"n": 3}, message="main again")
+        rows = graph_page(repo, [tip.id, side.id], 50).rows
+        lanes = {row.commit.message: row.lane for row in rows}
+        assert [row.commit.id for row in rows] == [tip.id, side.id, first.id, fork.id, base.id]
+        assert lanes == {"main again": 0, "on side": 1, "on main": 0, "fork point": 0, "base": 0}
+        bends = [row for row in rows if row.commit.id == first.id][0].edges
+        assert (1, 0) in bends and (0, 0) in bends
+        assert [row.width for row in rows][-2:] == [1, 1]
 
 
 def test_graph_pages_give_every_commit_once_children_first_lanes_continuing(served: tuple[str, Path]) -> None:

@@ -6,7 +6,10 @@ commit to the next), every commit reachable from the tips once. Each row has the
 (column) of its commit and the edges from this row down to the next: ``[i, i]`` for a
 line passing through column ``i``, ``[lane, j]`` for a line from the commit to the
 column ``j`` where its parent will be drawn. A lane holds the id of the commit awaited in
-it, and no id is awaited in two lanes: a parent already awaited is joined where it is.
+it, and no id is awaited in two lanes: a parent already awaited is joined where it is,
+unless it is a first parent awaited right of its child's lane: then it moves left into
+that lane (the line that awaited it bends over), so a branch's first-parent line stays
+straight as in ``git log --graph``.
 
 A page costs what it shows, however long the history: the cursor carries the lanes
 (the ids awaited, one per column) and the key of the last commit shown. The commits
@@ -122,7 +125,16 @@ def graph_page(repo: Storage, tips: Iterable[ObjectId], limit: int, cursor: str 
         lanes[lane] = None
         edges = [(i, i) for i, awaited in enumerate(lanes) if awaited is not None]
         for n, parent in enumerate(commit.parents):
-            if parent in lanes:  # awaited already (another child drawn before): join it
+            if n == 0 and parent in lanes and lanes.index(parent) > lane:
+                # Awaited further right (by a branch drawn before): it moves into this
+                # lane, and the line awaiting it bends left to meet it, as git draws a
+                # fork point under the branch that goes on left of it.
+                was = lanes.index(parent)
+                lanes[was] = None
+                lanes[lane] = parent
+                edges[edges.index((was, was))] = (was, lane)
+                to = lane
+            elif parent in lanes:  # awaited already (another child drawn before): join it
                 to = lanes.index(parent)
             else:
                 # The first parent goes on in the commit's own lane, as git draws it.
