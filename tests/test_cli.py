@@ -327,11 +327,13 @@ def test_merge_conflicts_are_listed_by_path_and_nothing_is_written(repo_dir: Pat
     assert clash.returncode == 1
     assert "1 conflict, nothing was written" in clash.stdout
     assert "CONFLICT step: base 1, ours 2, theirs 20" in clash.stdout and "--strategy" in clash.stdout
+    assert run("merge", "--abort", cwd=repo_dir).returncode == 0  # the merge was left in progress, as git leaves it
     as_json = json.loads(run("merge", "try-b", "--json", cwd=repo_dir).stdout)
     assert as_json["ok"] is False and as_json["conflicts"] == [
         {"path": ["step"], "where": "step", "base": 1, "ours": 2, "theirs": 20}]
     with snapvc.open(repo_dir / "agent.snapvc") as repo:
         assert repo.resolve("main") == tip
+    assert run("merge", "--abort", cwd=repo_dir).returncode == 0
     merged = run("merge", "try-b", "--strategy", "ours", "-m", "keep ours", cwd=repo_dir)
     assert merged.returncode == 0 and "Merge made" in merged.stdout and "resolved step" in merged.stdout
     with snapvc.open(repo_dir / "agent.snapvc") as repo:

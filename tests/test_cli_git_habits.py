@@ -144,3 +144,53 @@ def test_log_patch_stat_and_format(repo_dir: Path) -> None:
     assert "--format" in run("log", "--help", cwd=repo_dir).stdout and "%(meta:KEY)" in run(
         "log", "--help", cwd=repo_dir).stdout.replace("\n", " ").replace("  ", " ")
     assert run("log", "--graph", "-p", cwd=repo_dir).returncode == 2
+
+
+def test_a_merge_with_conflicts_is_resolved_path_by_path_then_continued(repo_dir: Path) -> None:
+    with snapvc.open(repo_dir / "agent.snapvc") as repo:
+        repo.commit({**repo.checkout("main"), "plan": "a"}, message="plan a")
+        tip = repo.resolve("main")
+    stopped = run("merge", "try-b", cwd=repo_dir)
+    assert stopped.returncode == 1 and "CONFLICT step" in stopped.stdout and "CONFLICT plan" in stopped.stdout
+    assert "snapvc resolve PATH" in stopped.stdout and "merge --continue" in stopped.stdout
+    # The merge in progress is kept in the repository: each command below is a new process.
+    assert run("merge", "try-b", cwd=repo_dir).returncode == 2  # one merge at a time, as git
+    listed = run("resolve", cwd=repo_dir)
+    assert listed.returncode == 0 and "2 of 2 conflicts left" in listed.stdout
+    assert run("resolve", "nope", "--ours", cwd=repo_dir).returncode == 2
+    assert run("resolve", "step", cwd=repo_dir).returncode == 2  # neither --ours, --theirs nor --value
+    assert run("resolve", "plan", "--theirs", cwd=repo_dir).returncode == 0
+    early = run("merge", "--continue", cwd=repo_dir)
+    assert early.returncode == 1 and "CONFLICT step" in early.stdout
+    with snapvc.open(repo_dir / "agent.snapvc") as repo:
+        assert repo.resolve("main") == tip  # nothing committed before --continue
+    assert run("resolve", "step", "--value", '{"$snapvc": "decimal", "value": "2.50"}', cwd=repo_dir).returncode == 0
+    done = run("merge", "--continue", cwd=repo_dir)
+    assert done.returncode == 0 and "Merge made" in done.stdout, done.stdout + done.stderr
+    with snapvc.open(repo_dir / "agent.snapvc") as repo:
+        merged = repo.get_commit(repo.resolve("main"))
+        assert list(merged.parents) == [tip, repo.resolve("try-b")]
+        state = repo.checkout("main")
+        assert state["plan"] == "b" and state["step"] == Decimal("2.50") and str(state["step"]) == "2.50"
+    assert run("merge", "--continue", cwd=repo_dir).returncode == 2  # nothing in progress any more
+
+
+def test_a_merge_in_progress_is_aborted_or_refused_when_the_branch_moved(repo_dir: Path) -> None:
+    with snapvc.open(repo_dir / "agent.snapvc") as repo:
+        tip = repo.resolve("main")
+    assert run("merge", "try-b", cwd=repo_dir).returncode == 1
+    aborted = run("merge", "--abort", cwd=repo_dir)
+    assert aborted.returncode == 0 and "aborted" in aborted.stdout
+    with snapvc.open(repo_dir / "agent.snapvc") as repo:
+        assert repo.resolve("main") == tip
+    assert run("merge", "try-b", cwd=repo_dir).returncode == 1
+    assert run("resolve", "step", "--ours", cwd=repo_dir).returncode == 0
+    with snapvc.open(repo_dir / "agent.snapvc") as repo:  # another writer moves main meanwhile
+        repo.commit({**repo.checkout("main"), "extra": 1}, message="meanwhile")
+        moved = repo.resolve("main")
+    refused = run("merge", "--continue", cwd=repo_dir)
+    assert refused.returncode == 2 and "moved since the merge began" in refused.stderr
+    with snapvc.open(repo_dir / "agent.snapvc") as repo:
+        assert repo.resolve("main") == moved
+    assert run("merge", "--abort", cwd=repo_dir).returncode == 0
+    assert run("merge", "try-b", "-s", "theirs", cwd=repo_dir).returncode == 0

@@ -13,7 +13,25 @@ import orjson
 from rich.markup import escape
 
 import snapvc
-from snapvc.cli.common import Output, commit_json, open_repo, parse_assignments, pass_output, repo_command, rev_completion
+from snapvc.cli.common import (
+    Output,
+    commit_json,
+    open_repo,
+    parse_assignments,
+    pass_output,
+    plural,
+    repo_command,
+    rev_completion,
+)
+from snapvc.cli.pending import (
+    NEXT_STEPS,
+    PendingMerge,
+    conflict_record,
+    decider,
+    load_pending,
+    print_pending,
+    save_pending,
+)
 from snapvc.cli.render import commit_line, value_text
 from snapvc.diff.changes import format_path, plain_value
 
@@ -226,7 +244,9 @@ def reset(out: Output, repo_path: str | None, as_json: bool, rev: str, branch_na
                       f"undo with 'snapvc reset {escape(name)}@{{1}}'")
 
 
-def _report(out: Output, as_json: bool, result: snapvc.MergeResult, what: str) -> None:
+def _report(out: Output, as_json: bool, result: snapvc.MergeResult, what: str,
+            next_steps: str = "Decide with --strategy ours or --strategy theirs, or merge from Python with a resolver "
+                              "(repo.merge(..., resolve=fn)).") -> None:
     """A merge, revert or cherry-pick's outcome; exit 1 when conflicts were left."""
     if as_json:
         out.json({"ok": result.ok, "commit": result.commit.id.hex if result.commit else None,
@@ -243,8 +263,7 @@ def _report(out: Output, as_json: bool, result: snapvc.MergeResult, what: str) -
         for c in result.conflicts:
             out.print(f"  [red]CONFLICT[/] [bold]{escape(format_path(c.path))}[/]: base {_shown(c.base)}, "
                       f"ours [green]{_shown(c.ours)}[/], theirs [cyan]{_shown(c.theirs)}[/]")
-        out.print("Decide with --strategy ours or --strategy theirs, or merge from Python with a resolver "
-                  "(repo.merge(..., resolve=fn)).")
+        out.print(next_steps)
     elif result.up_to_date:
         out.print("Already up to date.")
     else:
@@ -267,18 +286,69 @@ _STRATEGY = click.option("-s", "--strategy", type=click.Choice(["ours", "theirs"
 
 @click.command()
 @repo_command
-@click.argument("source", shell_complete=_REVS)
+@click.argument("source", required=False, shell_complete=_REVS)
 @click.option("--into", default=None, help="the branch to merge into (default: HEAD's)", shell_complete=_BRANCHES)
 @click.option("-m", "--message", default=None, help="the merge commit's message")
 @_STRATEGY
 @click.option("--no-ff", is_flag=True, help="make a merge commit even when a fast-forward would do")
+@click.option("--continue", "go_on", is_flag=True,
+              help="make the merge commit of the merge in progress, its conflicts resolved ('snapvc resolve')")
+@click.option("--abort", is_flag=True, help="give up the merge in progress (no branch moved: nothing to undo)")
 @pass_output
-def merge(out: Output, repo_path: str | None, as_json: bool, source: str, into: str | None, message: str | None,
-          strategy: Literal["ours", "theirs"] | None, no_ff: bool) -> None:
-    """Merge SOURCE into a branch: three-way, key by key and list by list. Conflicts
-    are listed by path and nothing is written (exit 1)."""
+def merge(out: Output, repo_path: str | None, as_json: bool, source: str | None, into: str | None,
+          message: str | None, strategy: Literal["ours", "theirs"] | None, no_ff: bool, go_on: bool,
+          abort: bool) -> None:
+    """Merge SOURCE into a branch: three-way, key by key and list by list.
+
+    Conflicts are listed by path, nothing is committed, and the merge is left in
+    progress (exit 1), as git leaves it: decide each path with 'snapvc resolve PATH
+    --ours|--theirs|--value JSON', then 'snapvc merge --continue'; or 'snapvc merge
+    --abort'. --strategy decides every conflict at once instead."""
     with open_repo(repo_path) as repo:
-        _report(out, as_json, repo.merge(source, into=into, message=message, resolve=strategy, no_ff=no_ff), "Merge")
+        pending = load_pending(repo)
+        if go_on or abort:
+            if source is not None or (go_on and abort) or strategy is not None:
+                raise click.UsageError("--continue and --abort take no SOURCE, no --strategy and not each other")
+            if pending is None:
+                raise click.UsageError("no merge in progress: 'snapvc merge SOURCE' starts one")
+            if abort:
+                save_pending(repo, None)
+                out.print(f"Merge of {escape(pending.source)} into {escape(pending.into)} aborted; "
+                          f"{escape(pending.into)} is still at {pending.ours[:8]}")
+                return
+            _continue(out, as_json, repo, pending)
+            return
+        if source is None:
+            raise click.UsageError("give the SOURCE to merge (a branch, tag or commit), or --continue or --abort")
+        if pending is not None:
+            raise click.UsageError(f"a merge of {pending.source} into {pending.into} is in progress: finish it with "
+                                   "'snapvc resolve' and 'snapvc merge --continue', or 'snapvc merge --abort'")
+        name = (into or repo.head).removeprefix("refs/heads/")
+        ours = repo.branches().get(name)
+        result = repo.merge(source, into=into, message=message, resolve=strategy, no_ff=no_ff)
+        if result.conflicts and ours is not None:
+            save_pending(repo, PendingMerge(into=name, source=source, ours=ours.hex, theirs=repo.resolve(source).hex,
+                                            message=message if message is not None else f"Merge {source} into {name}",
+                                            no_ff=no_ff, conflicts=[conflict_record(c) for c in result.conflicts]))
+        _report(out, as_json, result, "Merge", f"The merge is in progress. {NEXT_STEPS}")
+
+
+def _continue(out: Output, as_json: bool, repo: snapvc.Repository, pending: PendingMerge) -> None:
+    """Make the merge commit of ``pending``, every conflict decided as recorded."""
+    left = pending.undecided()
+    if left:
+        out.print(f"[red]{len(left)} of {plural(len(pending.conflicts), 'conflict')} not resolved yet:[/]")
+        print_pending(out, pending)
+        out.print(NEXT_STEPS)
+        sys.exit(1)
+    tip = repo.branches().get(pending.into)
+    if tip is None or tip.hex != pending.ours:
+        raise click.ClickException(f"{pending.into} moved since the merge began (from {pending.ours[:8]} to "
+                                   f"{tip.short[:8] if tip else 'nowhere'}): 'snapvc merge --abort', then merge again")
+    result = repo.merge(pending.theirs, into=pending.into, message=pending.message, resolve=decider(pending),
+                        no_ff=pending.no_ff)
+    save_pending(repo, None)
+    _report(out, as_json, result, "Merge")
 
 
 @click.command()

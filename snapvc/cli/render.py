@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -233,7 +233,7 @@ def format_commit(fmt: str, commit: snapvc.Commit, labels: Sequence[str]) -> str
             value = commit.metadata[key]
             return value if isinstance(value, str) else _loose_json(snapvc.to_jsonable(value))
         local = commit.time.astimezone()
-        return {
+        fields: dict[str, Callable[[], str]] = {
             "H": lambda: commit.id.hex, "h": lambda: commit.id.short[:8], "s": lambda: first,
             "b": lambda: rest.lstrip("\n"), "B": lambda: commit.message or "", "an": lambda: commit.author,
             "ad": lambda: local.strftime("%a %b %d %H:%M:%S %Y %z"), "ai": lambda: local.strftime("%Y-%m-%d %H:%M:%S %z"),
@@ -241,6 +241,7 @@ def format_commit(fmt: str, commit: snapvc.Commit, labels: Sequence[str]) -> str
             "d": lambda: f" ({', '.join(labels)})" if labels else "", "D": lambda: ", ".join(labels),
             "P": lambda: " ".join(p.hex for p in commit.parents), "p": lambda: " ".join(p.short[:8] for p in commit.parents),
             "n": lambda: "\n", "%": lambda: "%",
-        }[code]()
+        }
+        return fields[code]()
 
     return _PLACEHOLDER.sub(one, fmt)
