@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 import snapvc
@@ -55,3 +57,41 @@ def test_demo_refuses_existing_path(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "snapvc", "demo", "--repo", str(path)], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode != 0 and "exists" in done.stderr
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_demo_reads_well_at_any_width(tmp_path: Path, columns: int) -> None:
+    """No line past the screen's edge (commands aside: they stay whole on one line, to
+    be copied), values whole, every commit listed, and the temporary folder it leaves
+    named with the command that removes it."""
+    done = subprocess.run([sys.executable, "-m", "snapvc", "demo"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": str(columns), "TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    [folder] = list(tmp_path.glob("snapvc-demo-*"))  # kept, and said so below
+    repo_path = folder / "agent.snapvc"
+    commands = [line for line in lines if line.startswith(("  snapvc ", "  rm -r "))]
+    assert f"  snapvc log --graph --repo {repo_path}" in commands
+    assert f"  rm -r {folder}" in commands
+    assert "The repository is kept, in a temporary folder of its own; to remove it:" in lines
+    for line in lines:
+        assert line in commands or len(line) <= columns, f"{len(line)} > {columns}: {line}"
+    # the merge section shows the conflicting values whole, as JSON
+    merge = done.stdout[done.stdout.index("Without a resolver"):done.stdout.index("With the resolver")]
+    assert '    main     "read paper: Scaling Laws for Neural Language Models"' in merge.splitlines()
+    assert "..." not in merge and "…" not in merge
+    # every commit, not only the first four
+    with snapvc.open(repo_path, create=False) as repo:
+        ids = {c.id.short[:8] for c in repo.log(["main", "try-web"])}
+    assert len(ids) == 10
+    listed = done.stdout[done.stdout.index("All 10 commits"):]
+    assert all(i in listed for i in ids)
+
+
+def test_demo_with_repo_keeps_it_where_asked(tmp_path: Path) -> None:
+    path = tmp_path / "mine.snapvc"
+    done = subprocess.run([sys.executable, "-m", "snapvc", "demo", "--repo", str(path)], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert "The repository stays where --repo put it." in done.stdout and "rm -r" not in done.stdout
+    assert path.exists() and not list(tmp_path.glob("snapvc-demo-*"))
