@@ -140,3 +140,18 @@ def test_git_export_without_any_name_uses_a_fixed_identity(tmp_path: Path) -> No
         with snapvc.open("memory://") as copy:
             copy.import_git(tmp_path / "a.git")
             assert copy.resolve("main") == repo.resolve("main")
+
+
+def test_a_value_cut_short_keeps_its_closing_quote(tmp_path: Path) -> None:
+    with snapvc.open(tmp_path / "c.snapvc") as repo:
+        repo.commit({"note": "first"}, message="base")
+        repo.branch("other")
+        repo.commit({"note": "read paper: Scaling Laws for Neural Language Models, twice"}, message="ours")
+        repo.commit({"note": 'a "quoted" word and a line\nbreak ' * 3}, branch="other", message="theirs")
+    done = run("merge", "other", cwd=tmp_path)
+    assert done.returncode == 1
+    [line] = [line for line in done.stdout.splitlines() if "CONFLICT" in line]
+    ours = re.search(r'ours ("(?:[^"\\]|\\.)*")(.)', line)
+    theirs = re.search(r'theirs ("(?:[^"\\]|\\.)*")$', line)
+    assert ours and ours.group(1).endswith('…"') and ours.group(2) == ",", line  # a whole JSON string, then a comma
+    assert theirs and theirs.group(1).endswith('…"'), line

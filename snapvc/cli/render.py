@@ -114,7 +114,15 @@ def _leaf(parent: Tree, change: snapvc.Change, context: int) -> None:
 def value_text(value: Any, limit: int = 200) -> str:
     """``value`` as one line of JSON (``snapvc.to_jsonable``'s form), cut with ``…`` to
     about ``limit`` characters. A stored map or list is read only as far as the text
-    shown needs, however large it is."""
+    shown needs, however large it is. A string cut keeps its closing quote
+    (``"read paper: Scaling…"``): cut mid-quote it reads as broken JSON."""
+    if isinstance(value, str):
+        text = orjson.dumps(value[: limit + 1]).decode()
+        keep = min(len(value), limit - 3)  # room for the quotes and the ellipsis
+        while len(text) > limit and keep > 0:  # an escape takes more than its character: shorten until it fits
+            text = orjson.dumps(value[:keep] + "…").decode()
+            keep -= max(1, (len(text) - limit) // 2)
+        return text
     parts: list[str] = []
     size = 0
     for piece in _json_pieces(value, snapvc.to_jsonable):
