@@ -53,6 +53,13 @@ def test_usage_errors_speak_as_every_other_error(repo_dir: Path, args: tuple[str
     assert "Usage:" not in done.stderr and "Error:" not in done.stderr and "Try '" not in done.stderr
 
 
+def test_click_s_guess_goes_in_the_hint(repo_dir: Path) -> None:
+    done = run("log", "--onelin", cwd=repo_dir)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == ["snapvc: error: no such option '--onelin'",
+                                        "hint: did you mean '--oneline'? see 'snapvc log --help'"]
+
+
 def test_help_itself_is_unchanged(repo_dir: Path) -> None:
     done = run("log", "--help", cwd=repo_dir)
     assert done.returncode == 0 and done.stdout.startswith("Usage: snapvc log [OPTIONS]") and not done.stderr

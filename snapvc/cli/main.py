@@ -152,9 +152,13 @@ def _sentence(message: str) -> str:
     return message
 
 
-def _help_hint(ctx: click.Context | None) -> str:
-    """Where to read about the command a usage error was in: ``see 'snapvc log --help'``."""
-    return f"see '{ctx.command_path if ctx is not None else 'snapvc'} --help'"
+def _usage_error(exc: click.UsageError) -> NoReturn:
+    """A usage error as every other error: what was wrong, then a hint with click's
+    guess when it has one (``did you mean '--oneline'?``) and where to read about the
+    command (``see 'snapvc log --help'``)."""
+    message, _, guess = _sentence(exc.format_message()).partition(". Did you mean ")
+    where = f"see '{exc.ctx.command_path if exc.ctx is not None else 'snapvc'} --help'"
+    _fail(message, f"did you mean {guess.removesuffix('?')}? {where}" if guess else where)
 
 
 class _StandardOutput(io.FileIO):
@@ -262,7 +266,7 @@ def main() -> None:
         exc.show()
         sys.exit(2)
     except click.UsageError as exc:  # a bad option, a missing argument, a bad choice: in snapvc's own words
-        _fail(_sentence(exc.format_message()), _help_hint(exc.ctx))
+        _usage_error(exc)
     except click.ClickException as exc:
         _fail(_sentence(exc.format_message()))
     except SnapvcError as exc:
