@@ -96,7 +96,7 @@ def run_demo(path: str | Path | None = None, console: Console | None = None) -> 
     _say(console, "1. An agent run, checkpointed every step",
          "A research agent works on a task. After every step it commits its whole state "
          "(messages, scratchpad, findings, token usage) to a repository, one SQLite file "
-         "(where it is comes at the end). Each commit stores only what changed since the last one.")
+         "(its path is printed at the end). Each commit stores only what changed since the last one.")
     state: dict[str, Any] = {
         "task": {"id": "task-42", "goal": "Summarize what makes transformer inference fast"},
         "messages": [{"role": "user", "content": "Summarize what makes transformer inference fast."}],
@@ -143,7 +143,8 @@ def run_demo(path: str | Path | None = None, console: Console | None = None) -> 
         commit(web_state, f"read {title}", {"step": i, "agent": "researcher", "source": "web"}, branch="try-web")
     state["document"] = state["document"].replace("Paragraph 5: text", "Paragraph 5: KV caching and batching", 1)
     commit(state, "revise paragraph 5", {"step": 6, "agent": "researcher", "source": "papers"})
-    console.print(f"main is at {repo.branches()['main'].short[:8]}, try-web at {repo.branches()['try-web'].short[:8]}")
+    console.print(f"After their own steps, main is at {repo.branches()['main'].short[:8]} and try-web at "
+                  f"{repo.branches()['try-web'].short[:8]}")
 
     _say(console, "3. The history, as `snapvc log --graph` shows it", "Newest first; both branches fork from the tagged decision point.")
     labels = labels_by_commit(repo)
