@@ -62,7 +62,7 @@ TAG: Final = "$snapvc"
 
 # The stored types whose values cannot change in place.
 SCALAR_TYPES: Final = frozenset({str, bytes, int, float, bool, type(None), _dt.datetime, _dt.date, _dt.time,
-                                   _dt.timedelta, uuid.UUID, Decimal})
+                                 _dt.timedelta, uuid.UUID, Decimal})
 
 
 def to_jsonable(v: Any, where: str = "state") -> Any:
