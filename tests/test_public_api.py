@@ -12,7 +12,8 @@ import snapvc.errors
 
 PUBLIC = {
     "open", "Repository", "Commit", "Change", "KeyChanges", "key_changes", "HistoryEntry", "ObjectId", "RepoStats", "BranchStats",
-    "import_git", "ExportResult", "ImportResult", "GitError", "UnsupportedOperationError", "RequestRefusedError", "Keep", "GcReport", "FsckReport", "ReflogEntry",
+    "import_git", "ExportResult", "ImportResult", "GitError", "UnsupportedOperationError", "RequestRefusedError", "Keep",
+    "GcReport", "FsckReport", "ReflogEntry",
     "MapView", "SeqView",
     "State", "Checkpoint", "register_type", "to_jsonable", "from_jsonable", "__version__",
     "Thread", "Session", "thread_branch", "parse_thread_branch", "CheckpointNotFoundError", "Runner", "Step", "END",

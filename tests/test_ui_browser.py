@@ -306,8 +306,11 @@ def test_threads_are_listed_and_filtered_by_metadata(driver: Any, tmp_path: Path
         assert {"chat-1", "chat-2"} <= listed
         driver.find_element("css selector", "#threads-where").send_keys("source=tool, step=2")
         driver.find_element("css selector", "#threads-filter button").click()
+        from selenium.common.exceptions import StaleElementReferenceException
         from selenium.webdriver.support.ui import WebDriverWait
 
-        WebDriverWait(driver, WAIT).until(
+        # The list is replaced when the filtered answer comes: a row read as it goes is
+        # stale, and the wait reads the new list.
+        WebDriverWait(driver, WAIT, ignored_exceptions=(StaleElementReferenceException,)).until(
             lambda d: [r.get_attribute("data-thread") for r in d.find_elements("css selector", "#threads-table .thread-row")] == ["chat-2"],
             "the filter source=tool, step=2 did not leave chat-2 alone")

@@ -505,7 +505,12 @@ async function showHistory(path, rev) {
 
 // ---------------------------------------------------------------- threads
 
+// Each load counts itself: an answer that comes after a newer load was asked for (a
+// filter submitted while the last list was still on its way) is dropped, not shown.
+let threadsLoads = 0;
+
 async function loadThreads() {
+  const load = ++threadsLoads;
   const where = $("#threads-where").value.split(",").map((s) => s.trim()).filter(Boolean);
   const bad = where.find((w) => !w.includes("="));
   if (bad) {
@@ -515,6 +520,7 @@ async function loadThreads() {
   const q = new URLSearchParams();
   for (const w of where) q.append("where", w);
   const data = await api(`/api/threads?${q}`);
+  if (load !== threadsLoads) return;
   const list = $("#threads-list");
   if (data.threads.length === 0) {
     list.replaceChildren(el("div", { class: "empty", text: where.length ? "No thread matches the filter." : "No LangGraph threads in this repository." }));
