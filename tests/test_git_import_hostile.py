@@ -262,6 +262,8 @@ _ID = "5" * 64
     (f"Snapvc-Time: 1763900000.5\nSnapvc-Commit: {_ID}", "the trailer Snapvc-Time: '1763900000.5' is not"),
     (f"Snapvc-Metadata: {{step: 1}}\nSnapvc-Commit: {_ID}", "the trailer Snapvc-Metadata is not JSON"),
     (f"Snapvc-Metadata: [1, 2]\nSnapvc-Commit: {_ID}", "the trailer Snapvc-Metadata holds a list, not a JSON object"),
+    (f"Snapvc-Author: grace\nSnapvc-Commit: {_ID}", "the trailer Snapvc-Author is not JSON"),
+    (f"Snapvc-Author: 7\nSnapvc-Commit: {_ID}", "the trailer Snapvc-Author holds an int, not a JSON string"),
     ("Snapvc-Commit: 5ac52ee0", "the trailer Snapvc-Commit: '5ac52ee0' is not a snapvc commit id"),
     (f"Signed-off-by: Grace\nSnapvc-Commit: {_ID}", "the line 'Signed-off-by: Grace' among its Snapvc trailers"),
     (f"Snapvc-Metadata: {{}}\nSnapvc-Metadata: {{}}\nSnapvc-Commit: {_ID}", "the trailer Snapvc-Metadata appears twice"),

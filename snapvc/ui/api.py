@@ -263,19 +263,23 @@ class Api:
 
     # -- labels and commits --
 
-    def _labels(self) -> dict[ObjectId, list[str]]:
-        """The refs pointing at each commit, as ``git log --decorate`` shows them."""
+    def _labels(self, branches: Mapping[str, ObjectId] | None = None,
+                tags: Mapping[str, ObjectId] | None = None) -> dict[ObjectId, list[str]]:
+        """The refs pointing at each commit, as ``git log --decorate`` shows them (from
+        ``branches`` and ``tags`` when the caller read them already)."""
+        branches = self.repo.branches() if branches is None else branches
+        tags = self.repo.tags() if tags is None else tags
         labels: dict[ObjectId, list[str]] = {}
         head_ref = self.repo.refs.get_symbolic("HEAD")
         detached = None if head_ref else self.repo.refs.get("HEAD")
         if detached is not None:
             labels.setdefault(detached, []).append("HEAD")
-        for name, oid in self.repo.branches().items():
+        for name, oid in branches.items():
             if head_ref == HEADS + name:
                 labels.setdefault(oid, []).insert(0, f"HEAD -> {name}")
             else:
                 labels.setdefault(oid, []).append(name)
-        for name, oid in self.repo.tags().items():
+        for name, oid in tags.items():
             labels.setdefault(oid, []).append(f"tag: {name}")
         return labels
 
@@ -297,8 +301,9 @@ class Api:
 
     def graph(self, request: Request) -> dict[str, Any]:
         limit = _int_param(request, "limit", GRAPH_LIMIT, 1, GRAPH_MAX)
-        labels = self._labels()
-        tips = [*self.repo.branches().values(), *self.repo.tags().values()]
+        branches, tags = self.repo.branches(), self.repo.tags()
+        labels = self._labels(branches, tags)
+        tips = [*branches.values(), *tags.values()]
         page = graph_page(self.repo, tips, limit, request.query_params.get("cursor") or None)
         return {"rows": [self._commit(row.commit, labels) | row_json(row) for row in page.rows], "cursor": page.cursor}
 

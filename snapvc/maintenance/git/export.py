@@ -268,14 +268,7 @@ def _parse_message(text: str, where: str) -> _Trailers:
     claimed = fields[_TRAILER_COMMIT]
     if not _HEX_ID.fullmatch(claimed):
         raise GitError(f"{where}: the trailer Snapvc-Commit: {claimed!r} is not a snapvc commit id (64 hex digits)")
-    metadata = None
-    if _TRAILER_METADATA in fields:
-        try:
-            metadata = orjson.loads(fields[_TRAILER_METADATA])
-        except orjson.JSONDecodeError as exc:
-            raise GitError(f"{where}: the trailer Snapvc-Metadata is not JSON: {exc}") from None
-        if not isinstance(metadata, dict):
-            raise GitError(f"{where}: the trailer Snapvc-Metadata holds a {type(metadata).__name__}, not a JSON object")
+    metadata = _json_trailer(fields, _TRAILER_METADATA, dict, "a JSON object", where)
     time = None
     if _TRAILER_TIME in fields:
         match = _TIME.fullmatch(fields[_TRAILER_TIME])
@@ -283,15 +276,24 @@ def _parse_message(text: str, where: str) -> _Trailers:
             raise GitError(f"{where}: the trailer Snapvc-Time: {fields[_TRAILER_TIME]!r} is not "
                            "<seconds>.<six digits of microseconds>")
         time = int(match.group(1)), int(match.group(2))
-    author = None
-    if _TRAILER_AUTHOR in fields:
-        try:
-            author = orjson.loads(fields[_TRAILER_AUTHOR])
-        except orjson.JSONDecodeError as exc:
-            raise GitError(f"{where}: the trailer Snapvc-Author is not JSON: {exc}") from None
-        if not isinstance(author, str):
-            raise GitError(f"{where}: the trailer Snapvc-Author holds {fields[_TRAILER_AUTHOR]!r}, not a JSON string")
+    author = _json_trailer(fields, _TRAILER_AUTHOR, str, "a JSON string", where)
     return _Trailers(body[:cut], metadata, time, claimed, author)
+
+
+def _json_trailer(fields: dict[str, str], label: str, kind: type, what: str, where: str) -> Any:
+    """The JSON value of trailer ``label`` (None if absent), which must be a ``kind``;
+    ``GitError`` naming the trailer and the commit otherwise."""
+    if label not in fields:
+        return None
+    name = label.rstrip(": ")
+    try:
+        value = orjson.loads(fields[label])
+    except orjson.JSONDecodeError as exc:
+        raise GitError(f"{where}: the trailer {name} is not JSON: {exc}") from None
+    if not isinstance(value, kind):
+        held = type(value).__name__
+        raise GitError(f"{where}: the trailer {name} holds {'an' if held[0] in 'aeiou' else 'a'} {held}, not {what}")
+    return value
 
 
 def _text(raw: bytes, git_commit: GitCommit, what: str, where: str) -> str:
