@@ -39,7 +39,7 @@ class Layer(NamedTuple):
 # The one copy of the table (docs/design.md and DESIGN.md describe it in words). A new module
 # or folder fails the tests until it is placed here.
 LAYERS = (
-    Layer(0, "base", ("snapvc.errors", "snapvc.ids", "snapvc.objects", "snapvc.files"), "storage, refs, values"),
+    Layer(0, "base", ("snapvc.errors", "snapvc.ids", "snapvc.objects", "snapvc.files", "snapvc.tracing"), "storage, refs, values"),
     Layer(1, "encoding", ("snapvc.encoding.*",), "where objects live"),
     Layer(2, "diff", ("snapvc.diff.*",), "storage details"),
     Layer(2, "store", ("snapvc.store.*",), "values, refs"),
@@ -51,6 +51,7 @@ LAYERS = (
     Layer(6, "public face", ("snapvc", "snapvc.api", "snapvc.aio"), "frameworks, the CLI"),
     Layer(7, "integrations", ("snapvc.integrations.*",), "the CLI"),
     Layer(7, "ui", ("snapvc.ui.*",), "the CLI"),
+    Layer(7, "mcp", ("snapvc.mcp.*",), "the CLI"),
     Layer(8, "cli", ("snapvc.cli.*", "snapvc.demo", "snapvc.__main__"), "internals beyond the public API"),
 )
 
