@@ -43,6 +43,7 @@ repo.checkout(rev)`` reads it on the worker.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
@@ -92,7 +93,10 @@ class AsyncRepository:
         """``fn(*args, **kwargs)`` on the worker thread, after the operations before it."""
         self._require_open()
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._worker, functools.partial(fn, *args, **kwargs))
+        # In the awaiting task's context (as asyncio.to_thread does), so what the task set
+        # in context variables holds there too: an OpenTelemetry span it is in, say.
+        context = contextvars.copy_context()
+        return await loop.run_in_executor(self._worker, functools.partial(context.run, fn, *args, **kwargs))
 
     def _require_open(self) -> None:
         if self._closed:

@@ -32,8 +32,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import snapvc
 from snapvc.maintenance.stats import plural
+from snapvc.objects import Commit, metadata_filter
 
-__all__ = ["STDOUT", "Output", "commit_json", "describe", "find_repo", "open_repo", "parse_assignments", "parse_time",
+__all__ = ["STDOUT", "Output", "commit_json", "describe", "find_repo", "open_repo", "parse_assignments", "parse_time", "where_filter",
            "pass_output", "plural", "progress", "progress_bar", "repo_command", "rev_completion", "state_path",
            "value_at"]
 
@@ -209,6 +210,26 @@ def parse_assignments(items: Iterable[str], option: str) -> dict[str, Any]:
         except orjson.JSONDecodeError:
             out[key] = text
     return out
+
+
+def where_filter(items: Iterable[str], option: str = "--where") -> Callable[[Commit], bool] | None:
+    """``log --where`` pairs as a test of a commit's metadata: each KEY (dotted for
+    nested keys) must hold VALUE read as JSON (``step=3`` is the number 3) or as the text
+    itself. Both are tried, so a text that happens to read as JSON (a trace id of digits
+    only, ``0042``, ``1e5``) still finds the commits that stored it as text."""
+    tests = []
+    for item in items:
+        ((key, value),) = parse_assignments([item], option).items()
+        text = item.partition("=")[2]
+        alternatives = [value] if type(value) is str else [value, text]
+        tests.append([test for v in alternatives if (test := metadata_filter({key: v})) is not None])
+    if not tests:
+        return None
+
+    def match(commit: Commit) -> bool:
+        return all(any(test(commit) for test in alternatives) for alternatives in tests)
+
+    return match
 
 
 _AGO = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(second|minute|hour|day|week)s?\s+ago\s*$", re.I)

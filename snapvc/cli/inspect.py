@@ -17,7 +17,6 @@ from snapvc.cli.common import (
     Output,
     commit_json,
     open_repo,
-    parse_assignments,
     parse_time,
     pass_output,
     progress,
@@ -25,6 +24,7 @@ from snapvc.cli.common import (
     rev_completion,
     state_path,
     value_at,
+    where_filter,
 )
 from snapvc.cli.graph import graph_rows
 from snapvc.cli.render import (
@@ -92,7 +92,7 @@ def log(out: Output, repo_path: str | None, as_json: bool, revs: tuple[str, ...]
         raise click.UsageError("--graph draws one line per commit: use it without -p, --stat and --format")
     if sum((oneline, fmt is not None)) > 1:
         raise click.UsageError("--oneline and --format are different outputs: choose one")
-    filters = parse_assignments(where, "--where") or None
+    filters = where_filter(where)
     lo = parse_time(since, "--since") if since else None
     hi = parse_time(until, "--until") if until else None
     with open_repo(repo_path) as repo:

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Self
 
+from snapvc import tracing
 from snapvc.backends.base import Backend
 from snapvc.backends.open import open_backend
 from snapvc.diff.changes import Change, diff_values, plain_value
@@ -261,8 +262,13 @@ class RepositoryCore:
         ``_objects`` are objects the state refers to that were built outside the encoder
         (a merge's spliced trees): they are written with the commit, in its transaction.
         """
-        return self._write_commit(state, self.branch_ref(branch), message, metadata, author, parents, date,
-                                  _dirty_paths, _objects)
+        ref = self.branch_ref(branch)
+        # Inside an active OpenTelemetry span, the commit and the span name each other.
+        span = tracing.active_span()
+        commit = self._write_commit(state, ref, message, tracing.link_metadata(metadata, span), author, parents, date,
+                                    _dirty_paths, _objects)
+        tracing.record_commit(span, commit.id.hex, ref)
+        return commit
 
     def commit_tree(self, state: Mapping[str, Any], parents: Sequence[str | ObjectId] = (), message: str = "",
                     metadata: dict[str, Any] | None = None, *, author: str | None = None,

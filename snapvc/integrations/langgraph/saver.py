@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextvars
 import gc
 import operator
 import os
@@ -441,7 +442,9 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             with self._lock:
                 if self._executor is None:
                     self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapvc-langgraph")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+        # In the calling task's context, so an OpenTelemetry span it is in sees the commit.
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: context.run(fn, *args, **kwargs))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await self._run(self.get_tuple, config)
