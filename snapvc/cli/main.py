@@ -25,7 +25,7 @@ import click
 from click.shell_completion import get_completion_class
 
 import snapvc
-from snapvc.cli import change, git, inspect, maintenance, pending, sync, ui
+from snapvc.cli import change, git, inspect, maintenance, mcp, pending, sync, ui
 from snapvc.cli.common import STDOUT, Output
 from snapvc.encoding.adapters import keep_unknown_types
 from snapvc.errors import (
@@ -124,7 +124,7 @@ for command in (change.init, change.commit, inspect.checkout, inspect.show, insp
                 change.branch, change.switch, change.tag, change.reset, change.merge, pending.resolve, change.revert, change.cherry_pick,
                 inspect.history, inspect.reflog, inspect.stats, git.export_git, git.import_git, maintenance.gc,
                 maintenance.fsck, maintenance.upgrade, sync.remote, sync.push, sync.fetch, sync.pull, sync.clone,
-                ui.ui):
+                ui.ui, mcp.mcp):
     cli.add_command(command)
 
 
