@@ -88,7 +88,7 @@ def test_every_command_takes_repo_and_json() -> None:
         options = {opt for param in command.params if isinstance(param, click.Option) for opt in param.opts}
         if name in ("demo", "completion"):
             continue  # the demo makes its own repository; completion prints a shell script
-        if name == "ui":  # it serves a page and prints only its address: nothing to give as JSON
+        if name in ("ui", "mcp"):  # servers (a page; the MCP protocol on stdio): nothing to give as JSON
             assert "--repo" in options and "--json" not in options
             continue
         if name not in ("init", "clone"):  # they take the new repository's path as an argument
