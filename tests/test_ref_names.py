@@ -143,3 +143,17 @@ def test_short_name() -> None:
 def test_not_a_string() -> None:
     with pytest.raises(TypeError):
         check_ref_name(b"refs/heads/main")  # type: ignore[arg-type]
+
+
+_plain_pieces = st.sampled_from(["a", "Z", "0", "_", "+", "%", "-", ".", "/", ".lock", "..", "@", "x.lock"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_plain_pieces, min_size=1, max_size=8).map("".join))
+def test_fast_path_accepts_only_valid_names(name: str) -> None:
+    # check_ref_name accepts a name its regex matches without walking the rules: every
+    # such name must pass the rules too.
+    from snapvc.refs.names import _LOCK, _PLAIN, ref_name_problem
+
+    if _PLAIN.fullmatch(name) is not None and _LOCK not in name:
+        assert ref_name_problem(name) is None, name

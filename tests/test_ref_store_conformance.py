@@ -119,6 +119,24 @@ def test_list_with_prefix_sorted(store: RefStore) -> None:
     assert "HEAD" not in store.list("")  # symbolic refs are not listed
 
 
+def test_list_pages_after_a_name(store: RefStore) -> None:
+    names = ["refs/heads/a/1", "refs/heads/a/2", "refs/heads/a/3", "refs/heads/b", "refs/tags/t"]
+    for i, name in enumerate(names):
+        store.compare_and_swap(name, None, oid(i + 1), "create")
+    store.compare_and_swap("refs/heads/a/2", oid(2), None, "deleted")  # a deleted ref is no page entry
+    assert store.list("refs/heads/", limit=2) == {"refs/heads/a/1": oid(1), "refs/heads/a/3": oid(3)}
+    assert list(store.list("refs/heads/", after="refs/heads/a/1", limit=2)) == ["refs/heads/a/3", "refs/heads/b"]
+    assert list(store.list("refs/heads/", after="refs/heads/a/3")) == ["refs/heads/b"]
+    assert store.list("refs/heads/", after="refs/heads/b") == {}
+    assert list(store.list("refs/heads/a/", after="refs/", limit=5)) == ["refs/heads/a/1", "refs/heads/a/3"]
+    assert list(store.list("", after="refs/heads/b")) == ["refs/tags/t"]
+    pages, after = [], None  # every name once, page by page
+    while page := store.list("refs/", after=after, limit=1):
+        pages += page
+        after = list(page)[-1]
+    assert pages == list(store.list("refs/"))
+
+
 def test_reflog_order_and_content(store: RefStore, clock: TickingClock) -> None:
     start = clock.now
     store.compare_and_swap(MAIN, None, A, "create")

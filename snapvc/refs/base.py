@@ -53,10 +53,14 @@ class RefStore(Protocol):
         """The id a direct ref points at; ``None`` if it does not exist (or is symbolic)."""
         ...
 
-    def list(self, prefix: str = "refs/") -> dict[str, ObjectId]:
+    def list(self, prefix: str = "refs/", *, after: str | None = None,
+             limit: int | None = None) -> dict[str, ObjectId]:
         """Every direct ref whose name starts with ``prefix``, sorted by name.
 
-        ``prefix=""`` includes root refs such as a detached ``HEAD``.
+        ``prefix=""`` includes root refs such as a detached ``HEAD``. ``after`` keeps
+        only the names that sort after it, ``limit`` the first ``limit`` of those: a page
+        of a long listing, read at the cost of the page (the next page starts after the
+        last name of this one).
         """
         ...
 

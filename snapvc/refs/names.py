@@ -98,7 +98,7 @@ def check_ref_name(name: str) -> str:
     ``InvalidRefNameError`` saying which rule it breaks."""
     if not isinstance(name, str):
         raise InvalidArgumentError("name", f"a ref name is a str, got {type(name).__name__}: {name!r}")
-    if name in _VALID:
+    if name in _VALID or (_PLAIN.fullmatch(name) is not None and _LOCK not in name):
         return name
     problem = ref_name_problem(name)
     if problem is not None:
@@ -110,6 +110,11 @@ def check_ref_name(name: str) -> str:
 
 
 _VALID: set[str] = set()
+# Names made of letters, digits, '_', '+', '%' and '-', with single dots inside components
+# and no '.lock': valid under every rule of ``ref_name_problem``, and matched in C, so a
+# listing of many thousands of refs (more than ``_VALID`` remembers) is not a Python loop
+# over each name's characters.
+_PLAIN = re.compile(r"[A-Za-z0-9_+%-]+(?:\.[A-Za-z0-9_+%-]+)*(?:/[A-Za-z0-9_+%-]+(?:\.[A-Za-z0-9_+%-]+)*)*")
 
 
 def is_root_ref(name: str) -> bool:

@@ -28,10 +28,12 @@ class MemoryRefStore:
         check_full_ref_name(name)
         return self._refs.get(name)
 
-    def list(self, prefix: str = "refs/") -> dict[str, ObjectId]:
+    def list(self, prefix: str = "refs/", *, after: str | None = None,
+             limit: int | None = None) -> dict[str, ObjectId]:
         with self._lock:
-            items = [(n, oid) for n, oid in self._refs.items() if n.startswith(prefix)]
-        return dict(sorted(items))
+            items = [(n, oid) for n, oid in self._refs.items()
+                     if n.startswith(prefix) and (after is None or n > after)]
+        return dict(sorted(items)[:limit])
 
     def compare_and_swap(self, name: str, expected: ObjectId | None, new: ObjectId | None, reason: str) -> bool:
         check_full_ref_name(name)

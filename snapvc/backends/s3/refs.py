@@ -149,16 +149,32 @@ class S3RefStore:
         pending = self._pending.get(name) if self._buffering() else None
         return pending[1].target if pending is not None else self._read(name).target
 
-    def list(self, prefix: str = "refs/") -> dict[str, ObjectId]:
+    def list(self, prefix: str = "refs/", *, after: str | None = None,
+             limit: int | None = None) -> dict[str, ObjectId]:
         # S3 listings go by folders ("/"), and ref names are escaped into one folder: the
-        # names with the prefix are picked here.
-        names = [name for key, _ in self.client.list(_PREFIX)
-                 if (name := unquote(key[len(_PREFIX) :])).startswith(prefix)]
-        bodies = self.client.pool.map(self._read, names)
-        found = {name: body.target for name, body in zip(names, bodies, strict=True)}
-        if self._buffering():
-            found.update((name, new.target) for name, (_, new) in self._pending.items() if name.startswith(prefix))
-        return dict(sorted((name, target) for name, target in found.items() if target is not None))
+        # names with the prefix (and after ``after``) are picked here; then the bodies are
+        # read a page at a time, until ``limit`` refs that exist are found.
+        def wanted(name: str) -> bool:
+            return name.startswith(prefix) and (after is None or name > after)
+
+        pending = ({name: new.target for name, (_, new) in self._pending.items() if wanted(name)}
+                   if self._buffering() else {})
+        names = sorted({name for key, _ in self.client.list(_PREFIX) if wanted(name := unquote(key[len(_PREFIX) :]))}
+                       | set(pending))
+        found: dict[str, ObjectId] = {}
+        if limit is not None and limit <= 0:
+            return found
+        step = max(len(names) if limit is None else limit, 1)
+        for start in range(0, len(names), step):
+            batch = [name for name in names[start : start + step] if name not in pending]
+            targets = dict(zip(batch, (body.target for body in self.client.pool.map(self._read, batch)), strict=True))
+            for name in names[start : start + step]:
+                target = pending[name] if name in pending else targets[name]
+                if target is not None:
+                    found[name] = target
+                    if limit is not None and len(found) >= limit:
+                        return found
+        return found
 
     def compare_and_swap(self, name: str, expected: ObjectId | None, new: ObjectId | None, reason: str) -> bool:
         check_full_ref_name(name)

@@ -117,15 +117,22 @@ class SqliteRefStore:
             raise self.file.damaged({f"ref {name!r}": f"its target {wrong(raw)}, not a 32-byte id"})
         return ObjectId(raw)
 
-    def list(self, prefix: str = "refs/") -> dict[str, ObjectId]:
+    def list(self, prefix: str = "refs/", *, after: str | None = None,
+             limit: int | None = None) -> dict[str, ObjectId]:
         out: dict[str, ObjectId] = {}
         damaged: dict[str, str] = {}
         # Names sort by code point in SQLite (UTF-8, binary) as in Python, so the names
-        # with the prefix are one run starting at the prefix. A row whose name is not
-        # text has no name to match: only the listing of every ref (fsck, gc) sees it.
-        query: tuple[str, tuple[str, ...]] = "SELECT rowid, name, target FROM refs WHERE name >= ? ORDER BY name", (prefix,)
-        if not prefix:
+        # with the prefix are one run starting at the prefix (or after ``after``, when
+        # that sorts later). A row whose name is not text has no name to match: only the
+        # listing of every ref (fsck, gc) sees it.
+        query: tuple[str, tuple[Any, ...]] = "SELECT rowid, name, target FROM refs WHERE name >= ? ORDER BY name", (prefix,)
+        if after is not None and after >= prefix:
+            query = "SELECT rowid, name, target FROM refs WHERE name > ? ORDER BY name", (after,)
+        elif not prefix:
             query = "SELECT rowid, name, target FROM refs ORDER BY name", ()
+        if limit is not None:
+            # Rows beyond the page are never read; a damaged row in the page still counts.
+            query = query[0] + " LIMIT ?", (*query[1], limit)
         with self.file.reading("table 'refs'"):
             for rowid, name, target in self.file.conn.execute(*query):
                 if type(name) is str and not name.startswith(prefix):
