@@ -204,7 +204,7 @@ def test_show(reader: Server, read_repo: tuple[Path, dict[str, str]]) -> None:
     assert shown["id"] == ids["two"] and shown["parents"] == [ids["one"]] and shown["message"] == "step 2"
     assert shown["metadata"]["agent"] == "researcher" and shown["refs"] == ["tag: v1"]
     assert shown["counts"] == {"added": 3, "removed": 0, "modified": 0}
-    assert sorted(c["path"] for c in shown["changes"]) == ["blob", "messages[1]", "when"]
+    assert sorted(c["path"] for c in shown["changes"]) == ["blob", "messages.1", "when"]
     assert "old" not in shown["changes"][0] and shown["changes_total"] == 3
     root = reader.ok("show", {"rev": ids["one"][:10]})
     assert root["parents"] == [] and root["counts"]["added"] == 3
@@ -418,3 +418,12 @@ def test_http_transport_on_localhost(read_repo: tuple[Path, dict[str, str]], tmp
             assert proc.stdout is not None
             assert proc.stdout.read() == ""  # the address goes to stderr, as every other word
             proc.stdout.close()
+
+
+def test_paths_given_back_are_paths_the_tools_take(tmp_path: Path) -> None:
+    from snapvc.mcp.tools import parse_steps, path_text
+
+    for steps in (("messages", 3, "content"), ("a.b", 0), ("x/y", "~"), ("k", ""), ()):
+        text = path_text(steps)
+        assert parse_steps(text) == tuple(str(s) for s in steps), text
+    assert path_text(("messages", 3, "content")) == "messages.3.content"

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from snapvc.api import Repository
-from snapvc.diff.changes import Change, format_path, plain_value
+from snapvc.diff.changes import Change, plain_value
 from snapvc.encoding.jsonable import from_jsonable, to_jsonable
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.errors import InvalidArgumentError, PathError, RefConflictError, RefNotFoundError
@@ -31,7 +31,7 @@ from snapvc.ids import ObjectId
 from snapvc.objects import Commit
 from snapvc.refs.names import HEADS, branch_ref, short_name
 
-__all__ = ["MAX_VALUE_CHARS", "PREVIEW_CHARS", "Tools", "parse_steps"]
+__all__ = ["MAX_VALUE_CHARS", "PREVIEW_CHARS", "Tools", "parse_steps", "path_text", "value_json"]
 
 MAX_VALUE_CHARS = 20_000  # a value whose JSON is longer is cut to a preview of ...
 PREVIEW_CHARS = 500  # ... this many characters
@@ -48,13 +48,21 @@ def parse_steps(text: str, what: str = "path") -> Steps:
     it meets a map."""
     if text in ("", "/"):
         return ()
-    if text.startswith("/"):
-        steps = tuple(s.replace("~1", "/").replace("~0", "~") for s in text[1:].split("/"))
-    else:
-        steps = tuple(text.split("."))
+    if text.startswith("/"):  # an empty key is a step of its own here, as in RFC 6901 (but "/" alone is the root)
+        return tuple(s.replace("~1", "/").replace("~0", "~") for s in text[1:].split("/"))
+    steps = tuple(text.split("."))
     if "" in steps:
         raise PathError(text, f"the {what} has an empty step: write a.b.0, or /a/b/0 for keys holding dots")
     return steps
+
+
+def path_text(steps: Sequence[str | int]) -> str:
+    """A path as the tools take it back: dotted (``messages.3.content``), or a JSON Pointer
+    (``/a.b/0``) when a key holds a dot or a slash, or is empty."""
+    keys = [str(step) for step in steps]
+    if all(type(step) is int or (key and "." not in key and "/" not in key) for step, key in zip(steps, keys)):
+        return ".".join(keys)
+    return "".join("/" + key.replace("~", "~0").replace("/", "~1") for key in keys)
 
 
 def _check_range(name: str, value: int, lo: int, hi: int) -> int:
@@ -83,13 +91,14 @@ def _json_text(value: Any, where: str) -> tuple[Any, str]:
     return found, orjson.dumps(found).decode()
 
 
-def value_json(value: Any, where: str, max_chars: int = MAX_VALUE_CHARS) -> tuple[Any, int]:
-    """``value`` (plain or a lazy view read whole) in snapvc's JSON form, cut to a preview
-    past ``max_chars``, and the length of its whole JSON text."""
+def value_json(value: Any, where: str, max_chars: int = MAX_VALUE_CHARS) -> tuple[Any, int | None]:
+    """``value`` (plain or a lazy view) in snapvc's JSON form, cut to a preview past
+    ``max_chars``, and the length of its whole JSON text (None for a large stored map or
+    list, summarised unread rather than measured)."""
     if isinstance(value, (MapView, SeqView)):
         small = _small_json(value, where, max_chars)
         if small is None:
-            return _summary(value, where), -1
+            return _summary(value, where), None
         value = small
         text = orjson.dumps(value).decode()
         return value, len(text)
@@ -182,7 +191,7 @@ def _value_at(root: Any, steps: Steps) -> Any:
 def _change_json(change: Change) -> dict[str, Any]:
     """A change as the diff tool gives it: the path, its kind, and the old and new values
     (cut to a preview past ``MAX_VALUE_CHARS``, with the size of their JSON text)."""
-    where = format_path(change.path)
+    where = path_text(change.path)
     out: dict[str, Any] = {"path": where, "steps": list(change.path), "kind": change.kind}
     if change.kind != "added":
         out["old"], out["old_size"] = value_json(change.old, where)
@@ -277,7 +286,7 @@ class Tools:
         changes = self.repo.diff(commit.parents[0] if commit.parents else {}, commit.id)
         counts = {kind: sum(1 for c in changes if c.kind == kind) for kind in ("added", "removed", "modified")}
         return {**self.commit_json(commit, self._labels()),
-                "changes": [{"path": format_path(c.path), "kind": c.kind} for c in changes[:limit]],
+                "changes": [{"path": path_text(c.path), "kind": c.kind} for c in changes[:limit]],
                 "changes_total": len(changes), "counts": counts}
 
     def diff(self, a: str, b: str | None, path: str | None, limit: int, offset: int) -> dict[str, Any]:
@@ -303,7 +312,7 @@ class Tools:
         commit = self._commit(rev)
         steps = parse_steps(path)
         node = _value_at(self.repo.snapshot(commit.id), steps)
-        where = format_path(steps)
+        where = path_text(steps)
         kind, size = _kind_size(node)
         out: dict[str, Any] = {"commit": commit.id.hex, "path": where, "kind": kind, "size": size}
         if kind == "value":
@@ -325,7 +334,7 @@ class Tools:
         children = []
         for key in keys:
             child = node[key]
-            here = format_path((*steps, key))
+            here = path_text((*steps, key))
             child_kind, child_size = _kind_size(child)
             shown = _small_json(child, here, CHILD_CHARS)
             entry: dict[str, Any] = {"key": key, "kind": child_kind, "size": child_size}
@@ -345,7 +354,7 @@ class Tools:
         if not steps:
             raise PathError(path, "the history of a path needs a path below the root, such as messages")
         start = self._commit(rev)
-        where = format_path(steps)
+        where = path_text(steps)
         entries = self.repo.history(start.id, steps, limit=offset + limit + 1, oldest_first=oldest_first)
         page, following = _page(iter(entries), offset, limit)
         out = []
