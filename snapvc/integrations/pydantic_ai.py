@@ -219,7 +219,7 @@ class SnapvcConversations(ConversationStore):
             if _is_conversation(commit, branch) and (scope is None or commit.metadata.get("scope") == scope):
                 found.append((str(commit.metadata.get("updated_at", "")), commit))
         found.sort(key=lambda pair: _dt.datetime.fromisoformat(pair[0]) if pair[0] else _dt.datetime.min.replace(
-            tzinfo=_dt.timezone.utc), reverse=True)
+            tzinfo=_dt.UTC), reverse=True)
         return [self._record_at(commit) for _, commit in found[:limit]]
 
     def _history(self, head_id: str, limit: int | None) -> list[ConversationEntry]:
@@ -259,7 +259,7 @@ class SnapvcConversations(ConversationStore):
                 with self._lock:
                     self._where.pop(entry_id, None)
         seen: set[ObjectId] = set()
-        for branch, tip in self.repo.branches().items():
+        for tip in self.repo.branches().values():
             oid: ObjectId | None = tip
             while oid is not None and oid not in seen:
                 seen.add(oid)
@@ -323,8 +323,8 @@ class SnapvcConversations(ConversationStore):
         source: ObjectId | None
         if base is None:
             source, keep = None, 0
-        elif tip is not None and current is not None and base == current.head_id:
-            source, keep = tip, int(tip_commit.metadata["messages"])  # the common case: an append
+        elif tip_commit is not None and current is not None and base == current.head_id:
+            source, keep = tip_commit.id, int(tip_commit.metadata["messages"])  # the common case: an append
         else:
             try:
                 source, index = self._locate(base)
