@@ -27,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 
 from benchmarks import (
+    adk_sessions,
     agent_run,
     branching,
     deep_history,
@@ -61,7 +62,7 @@ DOCS_PATH = ROOT / "docs" / "benchmarks.md"
 WORKLOADS: dict[str, ModuleType] = {
     module.NAME: module
     for module in (agent_run, growth, large_state, wide_map, long_list, deep_history, branching, langgraph_graph,
-                   langgraph_react, git_export, s3_sync)
+                   langgraph_react, git_export, s3_sync, adk_sessions)
 }
 SCALES = {scale.name: scale for scale in (FULL, QUICK)}
 
