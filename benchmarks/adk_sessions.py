@@ -14,7 +14,6 @@ last half (an append must cost the event, not the session).
 from __future__ import annotations
 
 import asyncio
-import os
 import tempfile
 import time
 from collections.abc import Callable
