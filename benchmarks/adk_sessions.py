@@ -19,17 +19,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from benchmarks.measure import (
     PartResult,
     Scale,
     Section,
+    StoreFigures,
     check,
     duration,
     key_value_table,
+    measure_store,
     percentile,
     ratio,
     size,
+    summary_row,
 )
 
 __all__ = ["NAME", "TITLE", "RESULTS", "AdkFigures", "parts", "run", "section"]
@@ -62,6 +68,7 @@ class AdkFigures:
     append_times: list[float]
     bytes_per_append: float | None
     file_bytes: int
+    figures: StoreFigures | None = None  # snapvc's: the long session's branch, measured as every workload's
     checks: list[str] = field(default_factory=list)
 
 
@@ -90,7 +97,7 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> AdkFi
     with tempfile.TemporaryDirectory(prefix="snapvc-adk-") as tmp:
         if part == "snapvc":
             import snapvc
-            from snapvc.integrations.adk import SnapvcSessionService
+            from snapvc.integrations.adk import SnapvcSessionService, session_branch
 
             path = Path(tmp) / "adk.snapvc"
             repo = snapvc.open(str(path))
@@ -135,12 +142,15 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> AdkFi
         session = call(service.create_session(app_name=APP, user_id="writer", session_id="long"))
         append_times: list[float] = []
         half_bytes = 0
+        expected: dict[str, Any] = {"state": {}, "events": []}  # the long session as it must be stored
         for i in range(events):
             if part == "snapvc" and i == events // 2:
                 half_bytes = repo.store.sizes().stored_bytes
             event = Event(invocation_id=f"inv{i}", author="user" if i % 2 == 0 else "agent",
                           content=types.Content(role="user", parts=[types.Part(text=f"message {i} " * 20)]),
                           actions=EventActions(state_delta={"turn": i, "last": f"message {i}"}))
+            expected["events"].append(orjson.loads(event.model_dump_json(exclude_none=True)))
+            expected["state"].update(event.actions.state_delta)
             t0 = time.perf_counter()
             call(service.append_event(session, event))
             append_times.append(time.perf_counter() - t0)
@@ -150,14 +160,17 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> AdkFi
         got = call(service.get_session(app_name=APP, user_id="writer", session_id="long"))
         check(len(got.events) == events and got.state["turn"] == events - 1, checks,
               f"{part}: the long session reads back {events:,} events")
+        figures = None
         if part == "snapvc":
-            repo.close()
+            figures = measure_store(repo, path, session_branch(APP, "writer", "long"), expected,
+                                    ("events", events // 2), append_times, checks, scale.repeats,
+                                    commits=events + 1)  # closes the repository
         else:
             call(service.close())  # type: ignore[attr-defined]
         loop.close()
         file_bytes = sum(p.stat().st_size for p in Path(tmp).iterdir() if p.name.startswith(path.name))
     return AdkFigures(n, create_s, list_all_s, first_page_s, all_pages_s, append_times, bytes_per_append,
-                      file_bytes, checks)
+                      file_bytes, figures, checks)
 
 
 def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
@@ -199,4 +212,6 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
         f"appended to one session.",
         [table, extra],
         checks=ours.checks + (theirs.checks if theirs else []),
+        summary=[summary_row(f"ADK session, {events:,} events", ours.figures, results["snapvc"])]
+        if ours.figures is not None else [],
     )

@@ -213,6 +213,8 @@ EXPECTED_CHECKS = {
                         "every saver ends the thread with the same messages"],
     "git-export": ["the import rebuilds every commit to its id", "the first export writes 21 commits, the second 10"],
     "s3-sync": ["on S3: fsck is clean", "the second push sends the 10 new commits only", "the clone: fsck is clean"],
+    "adk-sessions": ["the pages hold all 200 sessions once", "snapvc: the long session reads back 50 events",
+                     "snapshot['events'][25] equals the value in memory"],
 }
 
 
