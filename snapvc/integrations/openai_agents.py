@@ -207,6 +207,69 @@ class SnapvcSession:
 
             self._change("clear_session", build, lambda n: {}, lambda n: "clear_session")
 
+    # -- compaction -------------------------------------------------------------------------
+
+    async def _get_compaction_snapshot(self, limit: int, *,
+                                       prune_prefix: Callable[[Any], bool] | None = None) -> Any:
+        """The latest ``limit`` items, for the SDK's ``OpenAIResponsesCompactionSession``,
+        with a way to replace them by their compacted form in one commit.
+
+        The SDK looks this method up by name on the session it wraps (its own SQLite
+        sessions have it); without it, compaction of a long history is refused. The
+        replacement (``replace_suffix(start, output)``: the snapshot's items from
+        ``start`` on become ``output``) is a commit on the tip the snapshot was read at,
+        and is refused (False) if the session changed since; ``prune_prefix`` drops the
+        oldest items it accepts first, up to the replaced ones."""
+        from agents.memory.session import _CompactionSnapshot
+
+        def read() -> tuple[ObjectId | None, list[Any], bool]:
+            with self._using():
+                tip = self.tip
+                if tip is None:
+                    return None, [], True
+                items = self._items_of(tip)
+                n = len(items)
+                return tip, [_plain(items[i]) for i in range(max(0, n - limit), n)], n <= limit
+
+        tip, snapshot, complete = await asyncio.to_thread(read)
+
+        async def replace_suffix(start: int, output: list[Any]) -> bool:
+            replaced = len(snapshot) - start
+            if tip is None or replaced <= 0:
+                return False
+            return await _run_to_end(asyncio.to_thread(self._replace_suffix_sync, tip, replaced, list(output),
+                                                       prune_prefix))
+
+        return _CompactionSnapshot(snapshot, complete, replace_suffix)
+
+    def _replace_suffix_sync(self, tip: ObjectId, replaced: int, output: list[Any],
+                             prune_prefix: Callable[[Any], bool] | None) -> bool:
+        with self._using():
+            if self.tip != tip:
+                return False  # the session changed since the snapshot: its items are not the ones compacted
+            items = self._items_of(tip)
+            n = len(items)
+            pruned = 0
+            while prune_prefix is not None and pruned < n - replaced and prune_prefix(_plain(items[pruned])):
+                pruned += 1
+            splicer = TreeSplicer(self.repo.loader)
+            edits: list[SeqEdit] = [(0, pruned, [])] if pruned else []
+            edits.append((n - replaced, n, [splicer.encode(item) for item in output]))
+            new: Any = None
+            if isinstance(items, SeqView):
+                new = splicer.seq(items, edits)
+            if new is None:
+                new = [*_plain_list(items)[pruned:n - replaced], *output]
+            metadata = {SESSION_KEY: self.session_id, "operation": "compaction", "items": len(new),
+                        "removed": replaced + pruned, "added": len(output)}
+            try:
+                self.repo.commit({ITEMS: new}, branch=self.branch, metadata=metadata, parents=(tip,),
+                                 message=f"compaction: {replaced} items into {len(output)} ({_count(len(new))})",
+                                 _objects=splicer.objects)
+            except RefConflictError:
+                return False  # another writer came first: the SDK keeps the history as it is
+            return True
+
     # -- history ---------------------------------------------------------------------------
 
     @property

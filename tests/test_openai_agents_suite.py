@@ -1,0 +1,187 @@
+"""The OpenAI Agents SDK's own session tests, run on SnapvcSession.
+
+The ``openai-agents`` source distribution on PyPI ships its ``tests/``. Its session tests
+make ``SQLiteSession(session_id, db_path, session_settings=...)`` and hand it to
+``Runner.run`` (``run_sync``, ``run_streamed``) or call the ``Session`` protocol's
+methods. This module downloads that sdist (the version pinned below, checked against its
+PyPI hash) once into pytest's cache folder, keeps its ``tests/`` and runs pytest on the
+files below in a subprocess with the plugin
+``tests/openai_agents_suite/snapvc_openai_agents_suite.py``, which runs every test that
+makes a ``SQLiteSession`` twice: as it is, and with ``SnapvcSession`` in its place.
+Every one must pass with SnapvcSession, but for the tests listed in ``NOT_APPLICABLE``:
+they reach into SQLiteSession's own machinery (its connections, its tables, its locks),
+which a snapvc repository does not have; the behaviour they guard is tested on
+SnapvcSession in ``tests/test_openai_agents.py`` where it applies. A listed test must
+still be collected (a renamed one would otherwise hide a new test) and fail on snapvc.
+
+The SDK's test files are fetched, never copied into this repository. The pinned version
+must be the one installed (``pip install -e '.[test]'``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+# The SDK's session tests: about a minute.
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN_DIR = ROOT / "tests" / "openai_agents_suite"
+OPENAI_AGENTS = "0.24.0"  # the same as pyproject.toml's test extra pins
+SDIST_SHA256 = "4b4b285f4fed81fdf1b4ac426a9101658d9cd29b4fb1aaeee18f639b77e704e3"  # PyPI's
+SESSIONS = ("sqlite", "snapvc")
+TESTS_PER_SESSION = 293  # the tests of TEST_FILES in openai-agents 0.24.0 that make a SQLiteSession
+TEST_FILES = (
+    "tests/memory/test_session.py",
+    "tests/memory/test_session_limit.py",
+    "tests/memory/test_compaction_suffix.py",
+    "tests/memory/test_compaction_model_visibility.py",
+    "tests/memory/test_openai_responses_compaction_session.py",
+    "tests/test_agent_runner.py",
+    "tests/test_agent_runner_streamed.py",
+    "tests/test_max_turns.py",
+    "tests/test_native_tool_failure_history.py",
+    "tests/test_programmatic_tool_calling.py",
+    "tests/test_run_impl_resume_paths.py",
+    "tests/test_soft_cancel.py",
+    "tests/test_tool_batch_failure_history.py",
+    "tests/test_tool_failure_boundaries.py",
+)
+_SQLITE_CONNECTIONS = "SQLiteSession's per-thread sqlite3 connections"
+_SQLITE_ROWS = "corrupt JSON rows written into SQLiteSession's tables"
+_SQLITE_FAULTS = "faults injected into SQLiteSession's sqlite3 connection (commit, rollback)"
+NOT_APPLICABLE = {
+    "tests/memory/test_session.py::test_sqlite_session_close_closes_worker_thread_connections": _SQLITE_CONNECTIONS,
+    "tests/memory/test_session.py::test_sqlite_session_reaps_connections_from_exited_worker_threads":
+        _SQLITE_CONNECTIONS,
+    "tests/memory/test_session.py::test_sqlite_session_closes_retired_connections_before_the_next_allocation":
+        _SQLITE_CONNECTIONS,
+    "tests/memory/test_session.py::test_sqlite_session_keeps_connections_of_live_worker_threads": _SQLITE_CONNECTIONS,
+    "tests/memory/test_session.py::test_sqlite_session_closed_rejects_empty_add_items":
+        "expects SQLiteSession's own RuntimeError text ('SQLiteSession is closed')",
+    "tests/memory/test_session.py::test_sqlite_session_pop_item_skips_corrupt_most_recent": _SQLITE_ROWS,
+    "tests/memory/test_session.py::test_sqlite_session_pop_item_returns_none_after_dropping_only_corrupt_rows":
+        _SQLITE_ROWS,
+    "tests/memory/test_session.py::test_sqlite_session_get_items_limit_skips_corrupt_newest_rows": _SQLITE_ROWS,
+    "tests/memory/test_session.py::test_sqlite_session_get_items_session_settings_limit_skips_corrupt_rows":
+        _SQLITE_ROWS,
+    "tests/memory/test_session.py::test_sqlite_session_file_lock_is_shared_across_instances":
+        "SQLiteSession's class-level table of per-file locks",
+    "tests/memory/test_session.py::test_sqlite_session_failed_add_items_releases_write_lock": _SQLITE_FAULTS,
+    "tests/memory/test_session.py::test_sqlite_session_failed_clear_session_rolls_back": _SQLITE_FAULTS,
+    "tests/memory/test_session.py::test_sqlite_session_failed_pop_item_releases_write_lock": _SQLITE_FAULTS,
+    "tests/memory/test_session.py::test_sqlite_session_rollback_failure_evicts_connection": _SQLITE_FAULTS,
+    "tests/memory/test_session.py::test_sqlite_session_close_retries_quarantined_connection": _SQLITE_FAULTS,
+    "tests/memory/test_session.py::test_sqlite_session_post_commit_cancellation_propagates_after_known_outcome":
+        _SQLITE_FAULTS,
+    "tests/memory/test_openai_responses_compaction_session.py::TestOpenAIResponsesCompactionSession::"
+    "test_settled_pop_failure_invalidates_response_chain": _SQLITE_FAULTS,
+    "tests/memory/test_openai_responses_compaction_session.py::TestOpenAIResponsesCompactionSession::"
+    "test_settled_clear_failure_invalidates_response_chain": _SQLITE_FAULTS,
+    "tests/test_run_impl_resume_paths.py::test_handoff_resume_after_cancelled_compaction_commits":
+        "SQLiteSession's private _insert_items, patched to pause a write",
+}
+
+
+def _cache_folder(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+    return (cache.mkdir("openai-agents-sdist") if cache is not None
+            else tmp_path_factory.mktemp("openai-agents-sdist"))
+
+
+def _download_tests(into: Path) -> None:
+    """The SDK's sdist, checked against its hash, with its ``tests/`` extracted into
+    ``into`` (nothing else of it: its ``src/agents`` must not shadow the installed one)."""
+    download = into / "download"
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
+                           "--disable-pip-version-check", "--quiet", f"openai-agents=={OPENAI_AGENTS}",
+                           "-d", str(download)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"pip could not download openai-agents=={OPENAI_AGENTS}'s sdist:\n{done.stderr}"
+    (sdist,) = download.glob("openai_agents-*.tar.gz")
+    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
+    assert digest == SDIST_SHA256, f"{sdist.name} has sha256 {digest}, not PyPI's {SDIST_SHA256}"
+    prefix = f"openai_agents-{OPENAI_AGENTS}/tests/"
+    with tarfile.open(sdist) as archive:
+        members = [m for m in archive.getmembers() if m.name.startswith(prefix)]
+        assert members, f"{sdist.name} has no {prefix}"
+        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # Python 3.11.4 and later
+        archive.extractall(into, members=members, **safe)
+    shutil.rmtree(download)
+
+
+@pytest.fixture(scope="session")
+def openai_agents_tests(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder holding the SDK's ``tests/`` package, downloaded on first use. Made in
+    a folder of its own and renamed into place, so two test runs at once never see a
+    half-extracted one."""
+    installed = importlib.metadata.version("openai-agents")
+    assert installed == OPENAI_AGENTS, (f"the OpenAI Agents SDK's tests are run as of openai-agents "
+                                        f"{OPENAI_AGENTS}, but {installed} is installed: pip install -e '.[test]'")
+    cache = _cache_folder(pytestconfig, tmp_path_factory)
+    final = cache / f"openai_agents-{OPENAI_AGENTS}"
+    if not (final / "tests" / "conftest.py").exists():
+        making = Path(tempfile.mkdtemp(dir=cache, prefix="making-"))
+        try:
+            _download_tests(making)
+            try:
+                os.rename(making / f"openai_agents-{OPENAI_AGENTS}", final)
+            except OSError:
+                if not (final / "tests" / "conftest.py").exists():  # not another run's: a real failure
+                    raise
+        finally:
+            shutil.rmtree(making, ignore_errors=True)
+    return final
+
+
+def _not_applicable(test: str) -> str | None:
+    return NOT_APPLICABLE.get(test.partition("[")[0])
+
+
+def test_openai_agents_session_tests_pass_on_snapvc_session(openai_agents_tests: Path, tmp_path: Path) -> None:
+    report = tmp_path / "outcomes.json"
+    # The subprocess's first import path is its folder (``python -m``): ``tests`` is the SDK's there.
+    path = os.pathsep.join(part for part in (str(PLUGIN_DIR), os.environ.get("PYTHONPATH")) if part)
+    environment = {**os.environ, "PYTHONPATH": path}
+    environment.pop("PYTEST_ADDOPTS", None)
+    environment.pop("OPENAI_API_KEY", None)  # the SDK's conftest sets a fake one: no test reaches OpenAI
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *TEST_FILES, "--rootdir", str(openai_agents_tests),
+         "-c", str(PLUGIN_DIR / "pytest.ini"), "-p", "snapvc_openai_agents_suite", "-p", "no:cacheprovider",
+         "--snapvc-report", str(report), "-q", "--tb=short"],
+        cwd=openai_agents_tests, env=environment, capture_output=True, text=True, timeout=3600)
+    assert report.exists(), (f"the SDK's tests did not run (exit {done.returncode}):\n{done.stdout[-5000:]}"
+                             f"\n{done.stderr[-5000:]}")
+    outcomes = json.loads(report.read_text())
+
+    tests: dict[str, set[str]] = defaultdict(set)
+    by_test: dict[str, dict[str, str]] = defaultdict(dict)
+    for entry in outcomes.values():
+        tests[entry["session"]].add(entry["test"])
+        by_test[entry["test"]][entry["session"]] = entry["outcome"]
+    assert set(tests) == set(SESSIONS) and tests["sqlite"] == tests["snapvc"]
+    assert len(tests["snapvc"]) == TESTS_PER_SESSION, f"{len(tests['snapvc'])} of the SDK's tests take a session"
+    collected = {test.partition("[")[0] for test in tests["snapvc"]}
+    assert set(NOT_APPLICABLE) <= collected, f"listed but not collected: {sorted(set(NOT_APPLICABLE) - collected)}"
+
+    unexpected = {}
+    for test, results in sorted(by_test.items()):
+        expected = {"sqlite": "passed", "snapvc": "failed" if _not_applicable(test) else "passed"}
+        if results != expected:
+            unexpected[test] = results
+    summary = Counter(f"{name}: {outcome}" for results in by_test.values() for name, outcome in results.items())
+    listed = "\n".join(f"  {test}: {results}{' (listed: ' + str(_not_applicable(test)) + ')' if _not_applicable(test) else ''}"
+                       for test, results in list(unexpected.items())[:50])
+    assert unexpected == {}, (f"{len(unexpected)} of the SDK's session tests did not end as expected "
+                              f"({dict(summary)}):\n{listed}\nthe pytest output ends:\n{done.stdout[-20000:]}")
