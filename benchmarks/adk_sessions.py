@@ -158,7 +158,7 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> AdkFi
         if part == "snapvc":
             bytes_per_append = (repo.store.sizes().stored_bytes - half_bytes) / (events - events // 2)
         got = call(service.get_session(app_name=APP, user_id="writer", session_id="long"))
-        check(len(got.events) == events and got.state["turn"] == events - 1, checks,
+        check(got is not None and len(got.events) == events and got.state["turn"] == events - 1, checks,
               f"{part}: the long session reads back {events:,} events")
         figures = None
         if part == "snapvc":
@@ -185,15 +185,15 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
                 ratio(mine, adk)]
 
     rows = [
-        row(f"create {n:,} sessions", ours.create_s, theirs and theirs.create_s),
-        row(f"list_sessions: all {n:,}", ours.list_all_s, theirs and theirs.list_all_s),
-        row(f"first page of {PAGE} (list_sessions_page)", ours.first_page_s, theirs and theirs.list_all_s),
-        row(f"every page of {PAGE}, one after the other", ours.all_pages_s, theirs and theirs.list_all_s),
+        row(f"create {n:,} sessions", ours.create_s, (theirs.create_s if theirs else None)),
+        row(f"list_sessions: all {n:,}", ours.list_all_s, (theirs.list_all_s if theirs else None)),
+        row(f"first page of {PAGE} (list_sessions_page)", ours.first_page_s, (theirs.list_all_s if theirs else None)),
+        row(f"every page of {PAGE}, one after the other", ours.all_pages_s, (theirs.list_all_s if theirs else None)),
         row(f"append, median of the first {head}", percentile(ours.append_times[:head], 50),
-            theirs and percentile(theirs.append_times[:head], 50)),
+            (percentile(theirs.append_times[:head], 50) if theirs else None)),
         row(f"append, median of the last {head} (session of ~{events:,} events)",
-            percentile(ours.append_times[-head:], 50), theirs and percentile(theirs.append_times[-head:], 50)),
-        row("file size at the end", ours.file_bytes, theirs and theirs.file_bytes, lambda b: size(b)),
+            percentile(ours.append_times[-head:], 50), (percentile(theirs.append_times[-head:], 50) if theirs else None)),
+        row("file size at the end", ours.file_bytes, (theirs.file_bytes if theirs else None), lambda b: size(b)),
     ]
     from benchmarks.measure import Table
 
