@@ -60,6 +60,7 @@ from typing_extensions import override
 from snapvc.agent.state import State
 from snapvc.agent.threads import parse_thread_branch, thread_branch
 from snapvc.api import Repository
+from snapvc.api import open as open_repository
 from snapvc.errors import InvalidArgumentError, RefConflictError, SnapvcError
 from snapvc.ids import ObjectId
 from snapvc.objects import Commit
@@ -164,7 +165,7 @@ class SnapvcSessionService(BaseSessionService):
     """
 
     def __init__(self, repo: Repository | str) -> None:
-        self.repo = repo if isinstance(repo, Repository) else Repository_open(repo)
+        self.repo = repo if isinstance(repo, Repository) else open_repository(repo)
         self._lock = threading.RLock()
         self._working: OrderedDict[str, State] = OrderedDict()
 
@@ -436,12 +437,6 @@ class _Listing:
     app_tip: ObjectId | None
     user_tips: dict[str, ObjectId] = field(default_factory=dict)  # escaped user id -> tip
     sessions: list[tuple[str, ObjectId]] = field(default_factory=list)  # (branch, tip), by name
-
-
-def Repository_open(location: str) -> Repository:  # noqa: N802 - snapvc.open, without shadowing the builtin
-    from snapvc.api import open as open_repository
-
-    return open_repository(location)
 
 
 def _plain(value: Any) -> Any:
