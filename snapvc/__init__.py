@@ -63,6 +63,7 @@ from snapvc.errors import (
     CheckpointNotFoundError,
     TypeAdapterError,
     UnknownTypeError,
+    NumpyMissingError,
     UnsafeGcError,
     UnsupportedValueError,
 )
@@ -131,6 +132,7 @@ __all__ = [
     "InvalidObjectIdError",
     "UnsupportedValueError",
     "UnknownTypeError",
+    "NumpyMissingError",
     "TypeAdapterError",
     "MalformedJsonError",
     "PathError",

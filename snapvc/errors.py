@@ -5,6 +5,7 @@
     ├── InvalidObjectIdError         bytes or text that are not an object id (32 bytes, 64 hex digits)
     ├── UnsupportedValueError        a value snapvc cannot store (names the path in the state)
     ├── UnknownTypeError             a stored typed value whose adapter is not registered
+    │   └── NumpyMissingError        a stored numpy array or scalar read where numpy is not installed
     ├── TypeAdapterError             a registered type's from_fields raised (names the adapter and the class)
     ├── MalformedJsonError           JSON that is not snapvc's JSON form of a value or checkpoint (names the path)
     ├── PathError                    a path into a State, or a key or index of a lazy view, that leads nowhere
@@ -52,6 +53,7 @@ __all__ = [
     "InvalidObjectIdError",
     "UnsupportedValueError",
     "UnknownTypeError",
+    "NumpyMissingError",
     "TypeAdapterError",
     "MalformedJsonError",
     "PathError",
@@ -132,6 +134,18 @@ class UnknownTypeError(SnapvcError, TypeError):
         super().__init__(
             f"stored value of type {type_name!r} cannot be rebuilt: import its module or "
             f"register it with snapvc.register_type(...) before reading"
+        )
+
+
+class NumpyMissingError(UnknownTypeError):
+    """A stored numpy array or scalar read in a process where numpy cannot be imported."""
+
+    def __init__(self, type_name: str) -> None:
+        super().__init__(type_name)
+        self.args = (
+            f"the state holds a numpy value (stored as {type_name!r}) and numpy is not installed here: "
+            "install snapvc's numpy extra (pip install 'snapvc[numpy]', or pip install '.[numpy]' in a checkout) "
+            "to read it",
         )
 
 

@@ -3,7 +3,8 @@
 A diff is drawn as a tree of the changed paths (``render_changes``): a key's changes
 under it, ``+`` added in green, ``-`` removed in red, ``~`` modified in yellow with
 ``old → new`` (of a long one-line string, the part that changed), and a string of
-several lines as a unified diff of its lines. Values are shown as JSON, typed ones in
+several lines as a unified diff of its lines; a numpy array as its dtype and shape, and
+what changed in it (rows appended, rows changed), never its values. Values are shown as JSON, typed ones in
 ``snapvc.to_jsonable``'s tagged form (``{"$snapvc": "decimal", "value": "1.10"}``),
 never as Python reprs. On a narrow screen a line wraps, at words where it can: both
 sides of ``old → new`` stay whole on the screen and in the pager.
@@ -24,6 +25,8 @@ from rich.tree import Tree
 
 import snapvc
 from snapvc.diff.changes import changed_region, format_path, plain_value
+from snapvc.encoding.arrays import array_summary, header_json, is_array
+from snapvc.encoding.arrays import change_summary as array_change_summary
 from snapvc.encoding.jsonable import TAG
 from snapvc.encoding.reader import is_tuple
 
@@ -103,6 +106,8 @@ def _leaf(parent: Tree, change: snapvc.Change, context: int) -> None:
         # changed_region quotes as Python does: shown as JSON strings, as every value is.
         before, after = (orjson.dumps(ast.literal_eval(side)).decode() for side in changed_region(change.old, change.new))
         parent.add(f"[{colour}]{sign} {name}:[/] [red]{escape(before)}[/] → [green]{escape(after)}[/]")
+    elif change.kind == "modified" and is_array(change.old) and is_array(change.new):
+        parent.add(f"[{colour}]{sign} {name}:[/] {escape(array_change_summary(change.old, change.new))}")
     elif change.kind == "modified":
         parent.add(f"[{colour}]{sign} {name}:[/] [red]{escape(value_text(change.old))}[/] → "
                    f"[green]{escape(value_text(change.new))}[/]")
@@ -115,7 +120,10 @@ def value_text(value: Any, limit: int = 200) -> str:
     """``value`` as one line of JSON (``snapvc.to_jsonable``'s form), cut with ``…`` to
     about ``limit`` characters. A stored map or list is read only as far as the text
     shown needs, however large it is. A string cut keeps its closing quote
-    (``"read paper: Scaling…"``): cut mid-quote it reads as broken JSON."""
+    (``"read paper: Scaling…"``): cut mid-quote it reads as broken JSON. A numpy array
+    is named by its dtype, shape and size (its JSON form could be hundreds of megabytes)."""
+    if is_array(value):
+        return array_summary(value)
     if isinstance(value, str):
         text = orjson.dumps(value[: limit + 1]).decode()
         keep = min(len(value), limit - 3)  # room for the quotes and the ellipsis
@@ -162,8 +170,18 @@ def _loose_json(jsonable: Any) -> str:
 
 
 def change_json(change: snapvc.Change) -> dict[str, Any]:
-    """A change as ``--json`` prints it: the path as a list of steps, and as text."""
+    """A change as ``--json`` prints it: the path as a list of steps, and as text. An
+    array's sides are its JSON form without the values (``header_json``), with a
+    ``summary`` of what changed."""
     out: dict[str, Any] = {"path": list(change.path), "where": format_path(change.path), "kind": change.kind}
+    if is_array(change.old) or is_array(change.new):
+        for side, value in (("old", change.old), ("new", change.new)):
+            if value is not None:
+                out[side] = header_json(value) if is_array(value) else snapvc.to_jsonable(plain_value(value))
+        both = is_array(change.old) and is_array(change.new)
+        out["summary"] = array_change_summary(change.old, change.new) if both else value_text(
+            change.new if change.kind == "added" else change.old)
+        return out
     if change.kind != "added":
         out["old"] = snapvc.to_jsonable(plain_value(change.old))
     if change.kind != "removed":

@@ -48,6 +48,8 @@ from typing import Any, Literal
 
 import orjson
 
+from snapvc.encoding.arrays import array_summary, arrays_equal, is_array
+from snapvc.encoding.arrays import change_summary as array_change_summary
 from snapvc.encoding.reader import Loader, MapView, Part, SeqView, is_tuple, node_parts, tree_root
 from snapvc.encoding.nodes import seq_leaf_encodings
 from snapvc.encoding.writer import element_encoder
@@ -76,6 +78,8 @@ class Change:
             return f"+ {where}: {short_repr(self.new)}"
         if self.kind == "removed":
             return f"- {where}: {short_repr(self.old)}"
+        if is_array(self.old) and is_array(self.new):  # what changed in it, never its values
+            return f"~ {where}: {array_change_summary(self.old, self.new)}"
         if isinstance(self.old, str) and isinstance(self.new, str) and max(len(self.old), len(self.new)) > 60:
             before, after = changed_region(self.old, self.new)
             return f"~ {where}: {before} -> {after}"
@@ -89,6 +93,8 @@ class Change:
         def lines(value: Any) -> list[str]:
             if isinstance(value, str):
                 return value.splitlines(keepends=True)
+            if is_array(value):
+                return [array_summary(value) + "\n"]
             try:
                 text = orjson.dumps(plain_value(value), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
                                     | orjson.OPT_APPEND_NEWLINE).decode()
@@ -150,8 +156,8 @@ def format_path(path: Path) -> str:
 
 def short_repr(value: Any, limit: int = 60) -> str:
     """``repr(value)`` cut to ``limit`` characters, for one-line messages (a lazy view
-    shows its id and size, unread)."""
-    text = repr(value)
+    shows its id and size, unread; a numpy array its dtype and shape)."""
+    text = array_summary(value) if is_array(value) else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -209,6 +215,10 @@ def diff_values(old: Any, new: Any, path: Path = ()) -> Iterator[Change]:
             yield from _diff_seqs(plain_value(old), plain_value(new), path)
         return
     a, b = plain_value(old), plain_value(new)
+    if is_array(a) or is_array(b):  # one value: compared by dtype, shape, order and bytes
+        if not arrays_equal(a, b):
+            yield Change(path, "modified", a, b)
+        return
     if type(a) is not type(b) or a != b or (isinstance(a, float) and repr(a) != repr(b)):
         if not (a != a and b != b and type(a) is type(b)):  # NaN equals NaN here
             yield Change(path, "modified", a, b)

@@ -11,6 +11,9 @@ like any other value (so a large field is chunked and deduplicated as usual).
   so the value comes back exactly as it was stored; for a pydantic model that includes
   which fields were set, its extra fields and its private attributes.
 - **any other class**: ``register_type(cls, to_fields, from_fields, name=...)``.
+- **numpy arrays and scalars** (the ``numpy`` extra) have built-in adapters
+  (``snapvc.encoding.arrays``), registered when the first one is met or read: numpy is
+  never imported for a state that holds none.
 
 A value whose class is not known here raises ``UnknownTypeError`` when read, unless the
 process reads such values as they are stored (``keep_unknown_types()``, which the
@@ -30,10 +33,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from snapvc.encoding import arrays  # (numpy itself is imported only when a numpy value is met or read)
 from snapvc.errors import InvalidArgumentError, SnapvcError, TypeAdapterError, UnknownTypeError
 
 __all__ = ["StoredTypedValue", "TypeAdapter", "adapter_for_name", "adapter_for_value", "keep_unknown_types",
-           "register_type"]
+           "keeps_unknown_types", "register_builtin", "register_type"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +96,48 @@ def keep_unknown_types(enabled: bool = True) -> None:
     raising ``UnknownTypeError``), for this whole process."""
     global _keep_unknown
     _keep_unknown = enabled
+
+
+def keeps_unknown_types() -> bool:
+    """Whether this process reads values of unknown types as ``StoredTypedValue``."""
+    return _keep_unknown
+
+
+def register_builtin(cls: type, name: str, to_fields: Callable[[Any], dict[str, Any]],
+                     from_fields: Callable[[dict[str, Any]], Any]) -> None:
+    """Register one of snapvc's own adapters (numpy's), once: values of ``cls`` and of its
+    subclasses that ``adapter_for_value`` is told to map (``_builtin_bases``) use it."""
+    with _lock:
+        if name in _by_name and _by_name[name].cls is cls:
+            return
+        adapter = _adapter(name, cls, to_fields, from_fields)
+        _by_type[cls] = adapter
+        _by_name[name] = adapter
+
+
+def _load_numpy(name_or_value: Any) -> bool:
+    """Register the numpy adapters (``snapvc.encoding.arrays``) if ``name_or_value`` is a
+    numpy value or a stored one's name; True if they are registered."""
+    np = arrays.numpy_for(name_or_value, _keep_unknown)
+    if np is None:
+        return False
+    for cls, name, to_fields, from_fields in arrays.adapter_functions(np):
+        register_builtin(cls, name, to_fields, from_fields)
+    return True
+
+
+def _numpy_adapter(value: Any) -> TypeAdapter | None:
+    """The built-in adapter of a numpy value (an ndarray exactly, or any numpy scalar);
+    None for anything else, ndarray subclasses included (the encoder says why)."""
+    if not _load_numpy(value):
+        return None
+    cls = type(value)
+    adapter = _by_type.get(cls)
+    if adapter is None and arrays.SCALAR_TYPE in _by_name and isinstance(value, _by_name[arrays.SCALAR_TYPE].cls):
+        adapter = _by_name[arrays.SCALAR_TYPE]  # np.float32, np.int64...: one adapter for all scalars
+        with _lock:
+            _by_type.setdefault(cls, adapter)
+    return adapter
 
 
 def _stored_adapter(name: str) -> TypeAdapter:
@@ -216,6 +262,8 @@ def adapter_for_value(value: Any) -> TypeAdapter | None:
     if cls is StoredTypedValue:  # written back under the name it was read with
         return _stored_adapter(value.type_name)
     adapter = _by_type.get(cls)
+    if adapter is None and (cls.__module__ == "numpy" or cls.__module__.startswith("numpy.")):
+        return _numpy_adapter(value)
     if adapter is None:
         made = _automatic_adapter(cls)
         if made is not None:
@@ -236,6 +284,9 @@ def adapter_for_name(name: str) -> TypeAdapter:
     notebook cell defined the class again), values come back as instances of the class
     it holds now, not of the one registered or met before."""
     adapter = _by_name.get(name)
+    if adapter is None and name.startswith("numpy:"):
+        if _load_numpy(name):  # imports numpy; without it, raises or keeps the value as stored
+            return _by_name[name]
     live = _live_class(name)
     if live is not None and (adapter is None or (adapter.cls is not live and _type_name(adapter.cls) == name)):
         found = _by_type.get(live) or _automatic_adapter(live)

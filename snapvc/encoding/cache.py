@@ -45,7 +45,7 @@ _MAX_ADOPTABLE: Final = 2_000
 # At most this many paths' nodes and chunk lists are remembered (the delta bases and
 # reusable nodes of a container or long string met at the same path again).
 _MAX_PATHS: Final = 100_000
-_NO_CHUNKS: tuple[list[int], list[bytes]] = ([], [])
+_NO_CHUNKS: tuple[list[int], list[bytes], bytes | None] = ([], [], None)
 
 
 class DeepSnapshot:
@@ -239,9 +239,11 @@ class EncodeCache:
         # path in the state -> (tree, reference, kind, type tag) of the node stored there
         self.old_paths: dict[tuple[Any, ...], tuple[Any, Any, int, Any]] = {}
         self.new_paths: dict[tuple[Any, ...], tuple[Any, Any, int, Any]] = {}
-        # path in the state -> (start offsets, references) of a long string's chunks
-        self.old_chunks: dict[tuple[Any, ...], tuple[list[int], list[bytes]]] = {}
-        self.new_chunks: dict[tuple[Any, ...], tuple[list[int], list[bytes]]] = {}
+        # path in the state -> (start offsets, references, bytes or None) of a long
+        # string's chunks; the bytes (of a large bytes value) let the next one be rechunked
+        # from where it differs (``chunker.rechunk``)
+        self.old_chunks: dict[tuple[Any, ...], tuple[list[int], list[bytes], bytes | None]] = {}
+        self.new_chunks: dict[tuple[Any, ...], tuple[list[int], list[bytes], bytes | None]] = {}
         # path in the state -> the entry of the large container last encoded there: a new
         # container at the same path (a state rebuilt each step) takes it over (``Encoder._adopt``)
         self.old_at: dict[tuple[Any, ...], CacheEntry] = {}
@@ -337,14 +339,15 @@ class EncodeCache:
         """Record ``entry`` as the large container this commit encoded at ``path``."""
         self.new_at[path] = entry
 
-    def chunks_at(self, path: tuple[Any, ...]) -> tuple[list[int], list[bytes]]:
-        """(start offsets, references) of the chunks of the long string stored at ``path``
-        in the last commit; empty lists if none."""
+    def chunks_at(self, path: tuple[Any, ...]) -> tuple[list[int], list[bytes], bytes | None]:
+        """(start offsets, references, bytes) of the chunks of the long string stored at
+        ``path`` in the last commit; empty lists if none, None for bytes not kept."""
         return self.old_chunks.get(path, _NO_CHUNKS)
 
-    def put_chunks(self, path: tuple[Any, ...], starts: list[int], refs: list[bytes]) -> None:
-        """Record the chunks of the long string this commit stored at ``path``."""
-        self.new_chunks[path] = (starts, refs)
+    def put_chunks(self, path: tuple[Any, ...], starts: list[int], refs: list[bytes], data: bytes | None = None) -> None:
+        """Record the chunks of the long string this commit stored at ``path``, and its
+        bytes if given (kept alive until another value is stored there)."""
+        self.new_chunks[path] = (starts, refs, data)
 
     def on_discard(self, undo: Callable[[], None]) -> None:
         """Run ``undo`` if the commit being encoded fails (for entries grown in place)."""

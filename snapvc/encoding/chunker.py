@@ -12,11 +12,11 @@ times it). Both constants are part of the format: other values give other ids.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Final
+from typing import Final, NamedTuple
 
 from pyfastcdc import FastCDC
 
-__all__ = ["CHUNK_THRESHOLD", "CDC_AVG", "chunk_spans"]
+__all__ = ["CHUNK_THRESHOLD", "CDC_AVG", "CDC_MAX", "Rechunked", "chunk_spans", "rechunk"]
 
 CHUNK_THRESHOLD: Final = 8192
 CDC_AVG: Final = 4096
@@ -24,6 +24,10 @@ CDC_AVG: Final = 4096
 # Holds only its parameters: each ``cut_buf`` walks a buffer with a chunker of its own,
 # so the one instance is safe to share between threads.
 _fastcdc: Final = FastCDC(avg_size=CDC_AVG)
+# The longest chunk FastCDC makes: how far past a chunk's start its cut may depend on the bytes.
+CDC_MAX: Final = int(_fastcdc.max_size)
+# Bytes compared at a time when looking for where two versions of a value part.
+_BLOCK: Final = 1 << 22
 
 
 def chunk_spans(data: bytes) -> Iterator[tuple[int, int]]:
@@ -31,3 +35,92 @@ def chunk_spans(data: bytes) -> Iterator[tuple[int, int]]:
     function of the bytes alone."""
     for chunk in _fastcdc.cut_buf(data):
         yield chunk.offset, chunk.length
+
+
+class Rechunked(NamedTuple):
+    """The chunks of new bytes, given the chunks of the bytes that stood before them: old
+    chunks ``[0:head]`` again, at the same offsets; then the new ``spans``; then old chunks
+    ``[tail:]``, moved by the difference of the two lengths."""
+
+    head: int
+    spans: list[tuple[int, int]]
+    tail: int
+
+
+def rechunk(data: bytes, old: bytes, old_starts: list[int]) -> Rechunked:
+    """The same chunks as ``chunk_spans(data)``, found in time that follows what changed
+    since ``old`` (whose chunks start at ``old_starts``), not the length of ``data``.
+
+    FastCDC cuts each chunk from its own start, looking at no byte past its cut and at
+    most ``CDC_MAX`` bytes: an old chunk that lies within the prefix both versions share
+    (found with ``memcmp``, far cheaper than cutting and hashing) and did not meet the
+    old end is cut the same way again, and cutting restarted at an old chunk's start
+    gives the cuts a run from the very beginning gives. Likewise, once a new chunk starts
+    at an old chunk's start (moved by the change of length) inside the suffix both share,
+    every later cut is the old one: the same bytes, the same distance from the end.
+    Appending to a long value cuts only its last chunks; a change in its middle, about
+    the chunks around it."""
+    m, n = len(old), len(data)
+    both = min(m, n)
+    same = _common_prefix(old, data, both)
+    count = len(old_starts)
+    head = 0
+    while (head < count and (old_starts[head + 1] if head + 1 < count else m) <= same
+           and old_starts[head] + CDC_MAX <= both):
+        head += 1
+    start = old_starts[head] if head < count else m
+    # Old chunks starting inside the shared suffix, by where they would start now.
+    suffix = _common_suffix(old, data, both - same)
+    shift = n - m
+    resume = {s + shift: j for j, s in enumerate(old_starts[head:], head) if s >= m - suffix and s + shift > start}
+    spans: list[tuple[int, int]] = []
+    tail = count
+    if start < n:
+        for chunk in _fastcdc.cut_buf(memoryview(data)[start:]):
+            offset = chunk.offset + start
+            j = resume.get(offset)
+            if j is not None:
+                tail = j
+                break
+            spans.append((offset, chunk.length))
+    return Rechunked(head, spans, tail)
+
+
+def _common_prefix(a: bytes, b: bytes, limit: int) -> int:
+    """How many leading bytes ``a`` and ``b`` share (at most ``limit``): ``startswith``
+    over a memoryview compares in place, without copying."""
+    view = memoryview(a)
+    lo = 0
+    while lo < limit:
+        hi = min(limit, lo + _BLOCK)
+        if b.startswith(view[lo:hi], lo):
+            lo = hi
+            continue
+        while hi - lo > 1:  # a[:lo] == b[:lo], and a[lo:hi] != b[lo:hi]
+            mid = (lo + hi) // 2
+            if b.startswith(view[lo:mid], lo):
+                lo = mid
+            else:
+                hi = mid
+        return lo
+    return limit
+
+
+def _common_suffix(a: bytes, b: bytes, limit: int) -> int:
+    """How many trailing bytes ``a`` and ``b`` share (at most ``limit``)."""
+    view = memoryview(a)
+    m, n = len(a), len(b)
+    lo = 0
+    while lo < limit:
+        hi = min(limit, lo + _BLOCK)
+        if b.endswith(view[m - hi : m - lo], 0, n - lo):
+            lo = hi
+            continue
+        while hi - lo > 1:  # the last lo bytes are the same, the last hi are not
+            mid = (lo + hi) // 2
+            if b.endswith(view[m - mid : m - lo], 0, n - lo):
+                lo = mid
+            else:
+                hi = mid
+        return lo
+    return limit

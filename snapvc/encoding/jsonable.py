@@ -28,6 +28,10 @@ a dataclass, pydantic model       ``{"$snapvc": "typed", "type": name, "fields":
 or registered type
 a dict with its own ``$snapvc``    ``{"$snapvc": "dict", "items": {...}}``
 key
+a numpy array                     ``{"$snapvc": "ndarray", "dtype": "<f4", "shape": [2, 3], "order": "C",
+                                  "values": [[...], [...]]}`` for at most 1,000 finite numbers, else
+                                  ``"base64"`` of its bytes in that order (``snapvc.encoding.arrays``);
+                                  a numpy scalar as its 0-d array with ``"scalar": true``
 ================================  ==================================================================
 
 The form ``{"$snapvc": "value", "msgpack": "..."}`` (snapvc's inline encoding, in base64),
@@ -51,6 +55,9 @@ from zoneinfo import ZoneInfo
 
 
 from snapvc.encoding.adapters import adapter_for_name, adapter_for_value
+from snapvc.encoding.arrays import JSON_KIND, is_numpy_value, numpy_reason
+from snapvc.encoding.arrays import from_json as arrays_from_json
+from snapvc.encoding.arrays import to_json as arrays_to_json
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.encoding.values import INT_LIMIT, INT_MIN, decode_inline
 from snapvc.encoding.values import MAX_DEPTH
@@ -107,6 +114,11 @@ def _to_jsonable(v: Any, where: str, depth: int) -> Any:
         return _typed_scalar(v)
     if isinstance(v, (MapView, SeqView)):
         return _to_jsonable(v.to_dict() if isinstance(v, MapView) else v.to_list(), where, depth)
+    if is_numpy_value(v) and adapter_for_value(v) is not None:  # an ndarray exactly, or a numpy scalar
+        reason = numpy_reason(v)
+        if reason is not None:
+            raise UnsupportedValueError(where, reason)
+        return arrays_to_json(v)
     adapter = adapter_for_value(v)
     if adapter is not None:  # its fields' dict is the container it counts as
         return {TAG: "typed", "type": adapter.name, "fields": _to_jsonable(adapter.to_fields(v), where, depth)}
@@ -226,6 +238,8 @@ def _from_jsonable(j: Any, where: str, depth: int) -> Any:
             return Decimal(_text(j, where))
         if kind == "value":  # the form earlier versions wrote for every typed scalar
             return _inline_value(j, where)
+        if kind == JSON_KIND:
+            return arrays_from_json(j, where)
         if kind == "typed":  # its fields' dict is the container it counts as
             return adapter_for_name(j["type"]).from_fields(_from_jsonable(j["fields"], where, depth))
     except SnapvcError:
@@ -233,7 +247,7 @@ def _from_jsonable(j: Any, where: str, depth: int) -> Any:
     except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
         raise MalformedJsonError(where, f"a malformed {TAG!r} object of kind {kind!r}: {exc!r}") from exc
     raise MalformedJsonError(where, f"unknown {TAG!r} kind {kind!r} (one of dict, tuple, bytes, float, int, "
-                             "datetime, date, time, timedelta, uuid, decimal, typed, value)")
+                             "datetime, date, time, timedelta, uuid, decimal, typed, value, ndarray)")
 
 
 def _inline_value(j: dict[str, Any], where: str) -> Any:

@@ -38,9 +38,10 @@ from typing import Any, Final
 
 import msgpack
 
+from snapvc.encoding import arrays
 from snapvc.encoding.adapters import TypeAdapter, adapter_for_value
 from snapvc.encoding.cache import ADOPT_MIN, IMMUTABLE_TYPES, MUTABLE_CONTAINERS, CacheEntry, DeepSnapshot, EncodeCache
-from snapvc.encoding.chunker import CHUNK_THRESHOLD, chunk_spans
+from snapvc.encoding.chunker import CHUNK_THRESHOLD, chunk_spans, rechunk
 from snapvc.encoding.nodes import TAG_BYTES, TAG_DICT, TAG_LIST, TAG_STR, TAG_TUPLE, inner_payload, leaf_payload
 from snapvc.encoding.prolly import (
     LEAF_TARGET_BYTES,
@@ -83,6 +84,11 @@ INLINE_STR_MAX: Final = 2048
 INLINE_NODE_MAX: Final = 2048
 SINGLE_NODE_MAX_BYTES: Final = 2 * LEAF_TARGET_BYTES
 SINGLE_NODE_ENTRIES: Final = 64
+# A bytes value of at least this many bytes is kept by the encode cache after it is
+# stored at a path, so that the next one there is rechunked from where it differs
+# (``chunker.rechunk``): an array's data, which is a new bytes object each commit, costs
+# a memcmp instead of cutting and hashing it all again. Smaller ones cut fast anyway.
+RECHUNK_MIN: Final = 1 << 20
 
 _NAN_ENC: Final[bytes] = msgpack.packb(float("nan"))
 _runs = count(1)  # each encoder's number: an entry confirmed in this run has ``gen`` equal to it
@@ -235,22 +241,43 @@ class Encoder:
             # and a new chunk names as delta base the old chunk that covered the same
             # offset, so an edit in a long document costs about the edit.
             path = tuple(self._path)
-            old_starts, old_refs = self.cache.chunks_at(path)
+            old_starts, old_refs, old_data = self.cache.chunks_at(path)
             known = set(old_refs)
             view = memoryview(data)
-            entries = []
-            starts = []
-            for offset, length in chunk_spans(data):
+            # A large bytes value that stood here last commit (an array's data) is cut
+            # again only where it differs: the old chunks of the prefix and suffix both
+            # share are the same chunks (``rechunk``), taken without cutting or hashing.
+            if old_data is not None:
+                again = rechunk(data, old_data, old_starts)
+                shift = len(data) - len(old_data)
+                spans = again.spans
+                head, tail = again.head, again.tail
+            else:
+                spans = list(chunk_spans(data))
+                head, tail = 0, len(old_starts)  # no old chunk taken as it was: all cut anew
+                shift = 0
+            new_entries = []
+            new_starts = []
+            for offset, length in spans:
                 chunk = bytes(view[offset : offset + length])
                 oid, raw = object_bytes(BLOB, chunk)
                 ref = REF_PREFIX + oid
                 if ref not in known:
                     i = bisect_right(old_starts, offset) - 1
                     self._store_object(oid, raw, old_refs[i] if i >= 0 else None)
-                entries.append((ref, length))
-                starts.append(offset)
-            self.cache.put_chunks(path, starts, [ref for ref, _ in entries])
-            enc, _ = self._build(TEXT, tag, entries, text_leaf_hash_size, whole_entry, None, None)
+                new_entries.append((ref, length))
+                new_starts.append(offset)
+            starts = old_starts[:head] + new_starts + [s + shift for s in old_starts[tail:]]
+            refs = old_refs[:head] + [ref for ref, _ in new_entries] + old_refs[tail:]
+            ends = starts[1:] + [len(data)]
+            entries = list(zip(refs, [end - start for start, end in zip(starts, ends)]))
+            keep = data if type(v) is bytes and len(data) >= RECHUNK_MIN else None
+            self.cache.put_chunks(path, starts, refs, keep)
+            # The tree over the chunks reuses the nodes of last commit's at this path (its
+            # entries compared with the new ones, in C: nothing about them is assumed).
+            old_tree, old_ref = self.cache.at_path(path, TEXT, tag)
+            enc, tree = self._build(TEXT, tag, entries, text_leaf_hash_size, whole_entry, old_tree, old_ref)
+            self.cache.put_path(path, enc, tree, TEXT, tag)
         self.cache.put(v, CacheEntry(v, (), (), enc, [], None, []))
         return enc
 
@@ -574,6 +601,10 @@ class Encoder:
         return self._build_node(MAP, tag, entries, map_leaf_hash_size, first_key, e, changed)
 
     def _encode_typed(self, v: Any, adapter: TypeAdapter) -> bytes:
+        if adapter.name in arrays.NAMES:
+            reason = arrays.numpy_reason(v)  # an object array, a dtype its description loses
+            if reason is not None:
+                raise self._fail(reason)
         own = adapter.own_fields
         if own:
             # Confirmed unchanged by its snapshot (what it holds, by identity), without
@@ -912,6 +943,10 @@ def _grow_undo(e: CacheEntry) -> Callable[[], None]:
 
 def _unsupported_reason(v: Any) -> str:
     t = type(v)
+    if arrays.is_numpy_value(v):
+        reason = arrays.numpy_reason(v)  # an ndarray subclass (np.matrix, a masked array)
+        if reason is not None:
+            return reason
     if isinstance(v, (set, frozenset)):
         return f"a {t.__name__} is not supported (its order is not defined); store a sorted list instead"
     if isinstance(v, dict):

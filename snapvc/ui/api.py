@@ -37,6 +37,8 @@ from starlette.responses import JSONResponse, Response
 
 from snapvc.api import Repository
 from snapvc.diff.changes import Change, format_path
+from snapvc.encoding.arrays import array_summary, header_json, is_array
+from snapvc.encoding.arrays import change_summary as array_change_summary
 from snapvc.encoding.jsonable import to_jsonable
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.errors import (
@@ -118,12 +120,34 @@ def _text_diff(old: Any, new: Any) -> list[str] | None:
 def change_json(change: Change) -> dict[str, Any]:
     """One ``Change`` as the API gives it (see the contract in the package docstring)."""
     where = format_path(change.path)
+    if is_array(change.old) or is_array(change.new):  # its dtype and shape, and what changed: never its values
+        return _array_change_json(change, where)
     old, old_size = _value_json(change.old, where)
     new, new_size = _value_json(change.new, where)
     return {"path": list(change.path), "path_text": where,
             "kind": "changed" if change.kind == "modified" else change.kind,
             "old": old, "new": new, "old_size": old_size, "new_size": new_size,
             "text_diff": _text_diff(change.old, change.new), "items": None}
+
+
+def _array_change_json(change: Change, where: str) -> dict[str, Any]:
+    """A change of or to a numpy array: each array side as its JSON form without values
+    (``header_json``: dtype, shape, order, bytes), and the one-line summary as its text diff."""
+
+    def side(value: Any) -> tuple[Any, int]:
+        if is_array(value):
+            header = header_json(value)
+            return header, int(header["bytes"])
+        return _value_json(value, where)
+
+    old, old_size = side(change.old)
+    new, new_size = side(change.new)
+    summary = (array_change_summary(change.old, change.new) if is_array(change.old) and is_array(change.new)
+               else array_summary(change.new if is_array(change.new) else change.old))
+    return {"path": list(change.path), "path_text": where,
+            "kind": "changed" if change.kind == "modified" else change.kind,
+            "old": old, "new": new, "old_size": old_size, "new_size": new_size,
+            "text_diff": [summary], "items": None}
 
 
 def _changes_json(changes: list[Change], sizes: Callable[[Path], tuple[int, int]]) -> list[dict[str, Any]]:
