@@ -387,6 +387,8 @@ def test_items_that_are_not_a_list_or_not_storable_are_refused() -> None:
     session = SnapvcSession("s", "memory://")
     with pytest.raises(InvalidArgumentError, match="dict"):
         session.add_items_sync(_user("a"))  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="'s': add_items takes a list of items, not dict"):
+        asyncio.run(session.add_items(_user("a")))  # type: ignore[arg-type]
     with pytest.raises(snapvc.UnsupportedValueError, match="set"):
         session.add_items_sync([{"role": "user", "content": {1, 2}}])
     assert session.get_items_sync() == [] and session.tip is None

@@ -103,7 +103,11 @@ class SnapvcSession:
     def __init__(self, session_id: str, repo: Repository | AsyncRepository | str | os.PathLike[str] = "agent.snapvc",
                  *, session_settings: SessionSettings | Mapping[str, Any] | None = None,
                  prefix: str = BRANCH_PREFIX) -> None:
-        from agents.memory.session_settings import SessionSettings, coerce_session_settings
+        try:
+            from agents.memory.session_settings import SessionSettings, coerce_session_settings
+        except ImportError as exc:  # the extra is not installed
+            raise ImportError(f"SnapvcSession needs the OpenAI Agents SDK ({exc}): "
+                              f"pip install 'snapvc[openai-agents]'") from exc
 
         self.branch = session_branch(session_id, prefix)
         self.session_id = session_id
@@ -133,7 +137,7 @@ class SnapvcSession:
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` to the session: one commit."""
-        items = list(items)  # the caller's list as it is now, whatever it does while we work
+        items = self._checked(items)  # the caller's list as it is now, whatever it does while we work
         await _run_to_end(asyncio.to_thread(self.add_items_sync, items))
 
     async def pop_item(self) -> TResponseInputItem | None:
@@ -168,10 +172,7 @@ class SnapvcSession:
 
     def add_items_sync(self, items: Sequence[TResponseInputItem]) -> None:
         """``add_items``, blocking."""
-        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
-            raise InvalidArgumentError("items", f"session {self.session_id!r}: add_items takes a list of items, "
-                                                f"not {type(items).__name__}")
-        items = list(items)
+        items = self._checked(items)
         if not items:
             self._require_open()
             return
@@ -338,6 +339,14 @@ class SnapvcSession:
 
     # -- internals -------------------------------------------------------------------------
 
+    def _checked(self, items: Sequence[TResponseInputItem]) -> list[TResponseInputItem]:
+        """``items`` as a list of its own; anything but a sequence of items is refused
+        (a dict or a str would otherwise pass as a sequence of its keys or letters)."""
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
+            raise InvalidArgumentError("items", f"session {self.session_id!r}: add_items takes a list of items, "
+                                                f"not {type(items).__name__}")
+        return list(items)
+
     def _require_open(self) -> None:
         if self._closed:
             raise RepositoryError(f"session {self.session_id!r} is closed")
@@ -473,8 +482,7 @@ async def _run_to_end(work: Awaitable[_T]) -> _T:
         except asyncio.CancelledError as exc:
             cancelled = cancelled or exc
     if cancelled is not None:
-        if not task.cancelled() and task.exception() is None:
-            raise cancelled
-        task.exception()  # retrieved: a failure the cancellation hides is not reported as unhandled
+        if not task.cancelled():
+            task.exception()  # retrieved: a failure the cancellation hides is not reported as unhandled
         raise cancelled
     return task.result()
