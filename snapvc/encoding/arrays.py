@@ -103,6 +103,8 @@ def _descr(dtype: Any) -> Any:
     """The stored description of ``dtype``, or None if it does not give back ``dtype``."""
     from numpy.lib.format import descr_to_dtype, dtype_to_descr
 
+    if dtype.metadata:
+        return None  # (dtype_to_descr would drop it, with a warning)
     descr = dtype_to_descr(dtype)
     try:
         back = descr_to_dtype(descr)
