@@ -92,3 +92,37 @@ def test_commit_ids_in_a_repository_follow_clock_and_author() -> None:
         now[0] += 1
         c2 = repo.commit({}, message="second")
     assert [c1.id.hex, c2.id.hex] == GOLDEN_COMMITS[:2]
+
+
+# numpy arrays and scalars (the ``numpy`` extra): typed values ``numpy:ndarray`` and
+# ``numpy:generic`` (see ``snapvc.encoding.arrays``); the chunked one is cut like bytes.
+GOLDEN_ARRAY_TREES = {
+    "array-small": "12a0e95c7722c2ab68d29b1e5779aea9fabe742aa1aa1ca3d50dc6bb691dc156",
+    "array-layouts": "f899294411b50c152ed17d3a84944a2a4c36a33769d67b8db3d542ff8fcedfed",
+    "array-chunked": "e7eddf3a1670c6a50fdd0846515ae34af87b503a7d52c14f682804b0c711227d",
+    "numpy-scalars": "2fde597eecf2a30aeafe95e73fd10b3e82300e9fcf141d6447fa3aa710ef8dc0",
+}
+
+
+def _golden_array_states() -> dict[str, dict[str, object]]:
+    import numpy as np
+
+    return {
+        "array-small": {"a": np.arange(6, dtype="<i4").reshape(2, 3)},
+        "array-layouts": {"f": np.asfortranarray(np.arange(6, dtype=">f8").reshape(2, 3)),
+                          "zero_d": np.array(1.5, dtype="<f2"), "empty": np.zeros((0, 4), dtype="|u1"),
+                          "structured": np.array([(1, 2.5)], dtype=[("x", "<i2"), ("y", ">f8")])},
+        "array-chunked": {"emb": np.arange(20_000, dtype="<i4").reshape(1000, 20)},
+        "numpy-scalars": {"f": np.float32(1.5), "i": np.int64(-3), "s": np.str_("héllo"), "b": np.bool_(True)},
+    }
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_ARRAY_TREES))
+def test_array_tree_ids_are_frozen(name: str) -> None:
+    state = _golden_array_states()[name]
+    assert Encoder().encode_root(state).hex == GOLDEN_ARRAY_TREES[name]
+    with snapvc.open("memory://") as repo:
+        assert repo.commit(state).tree.hex == GOLDEN_ARRAY_TREES[name]
+        back = repo.checkout()
+    assert {k: (type(v), v.dtype.str, v.shape, v.tobytes(order="A")) for k, v in back.items()} == \
+        {k: (type(v), v.dtype.str, v.shape, v.tobytes(order="A")) for k, v in state.items()}  # type: ignore[attr-defined]
