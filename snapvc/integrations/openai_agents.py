@@ -1,6 +1,6 @@
 """``SnapvcSession``: the OpenAI Agents SDK's ``Session`` on a snapvc repository.
 
-The SDK (``pip install 'snapvc[openai-agents]'``) keeps a conversation's history in a
+The SDK (the ``openai-agents`` extra: ``pip install '.[openai-agents]'`` in a clone) keeps a conversation's history in a
 session: ``Runner.run(agent, "hi", session=session)`` reads the items before a turn
 (``get_items``) and adds the new ones after it (``add_items``). Here a session is a
 branch, and every change of its history is a commit (``docs/openai-agents.md`` shows it
@@ -107,7 +107,7 @@ class SnapvcSession:
             from agents.memory.session_settings import SessionSettings, coerce_session_settings
         except ImportError as exc:  # the extra is not installed
             raise ImportError(f"SnapvcSession needs the OpenAI Agents SDK ({exc}): "
-                              f"pip install 'snapvc[openai-agents]'") from exc
+                              f"pip install '.[openai-agents]' in a clone of snapvc (not on PyPI yet)") from exc
 
         self.branch = session_branch(session_id, prefix)
         self.session_id = session_id
