@@ -31,6 +31,7 @@ from benchmarks import (
     agent_run,
     branching,
     deep_history,
+    embeddings,
     git_export,
     growth,
     langgraph_graph,
@@ -62,7 +63,7 @@ DOCS_PATH = ROOT / "docs" / "benchmarks.md"
 WORKLOADS: dict[str, ModuleType] = {
     module.NAME: module
     for module in (agent_run, growth, large_state, wide_map, long_list, deep_history, branching, langgraph_graph,
-                   langgraph_react, git_export, s3_sync, adk_sessions)
+                   langgraph_react, git_export, s3_sync, adk_sessions, embeddings)
 }
 SCALES = {scale.name: scale for scale in (FULL, QUICK)}
 

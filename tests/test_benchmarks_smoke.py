@@ -215,6 +215,7 @@ EXPECTED_CHECKS = {
     "s3-sync": ["on S3: fsck is clean", "the second push sends the 10 new commits only", "the clone: fsck is clean"],
     "adk-sessions": ["the pages hold all 200 sessions once", "snapvc: the long session reads back 50 events",
                      "snapshot['events'][25] equals the value in memory"],
+    "embeddings": ["each append of 100 rows stores about the rows", "one changed row stores about one chunk"],
 }
 
 
