@@ -7,6 +7,7 @@
     ├── UnknownTypeError             a stored typed value whose adapter is not registered
     │   └── NumpyMissingError        a stored numpy array or scalar read where numpy is not installed
     ├── TypeAdapterError             a registered type's from_fields raised (names the adapter and the class)
+    ├── ExtraMissingError            a feature whose optional extra is not installed (names the extra; also an ImportError)
     ├── MalformedJsonError           JSON that is not snapvc's JSON form of a value or checkpoint (names the path)
     ├── PathError                    a path into a State, or a key or index of a lazy view, that leads nowhere
     ├── PatchError                   a JSON Patch operation that cannot be applied (names it)
@@ -55,6 +56,7 @@ __all__ = [
     "UnknownTypeError",
     "NumpyMissingError",
     "TypeAdapterError",
+    "ExtraMissingError",
     "MalformedJsonError",
     "PathError",
     "PatchError",
@@ -147,6 +149,18 @@ class NumpyMissingError(UnknownTypeError):
             "install snapvc's numpy extra (pip install 'snapvc[numpy]', or pip install '.[numpy]' in a checkout) "
             "to read it",
         )
+
+
+class ExtraMissingError(SnapvcError, ImportError):
+    """A feature used whose optional extra is not installed: ``extra`` is its name in
+    snapvc's extras, ``feature`` what needed it, ``missing`` the module not found."""
+
+    def __init__(self, feature: str, extra: str, missing: str | None = None) -> None:
+        self.feature = feature
+        self.extra = extra
+        what = f" ({missing} is not installed)" if missing else ""
+        super().__init__(f"{feature} needs snapvc's {extra!r} extra{what}: "
+                         f"pip install '.[{extra}]' in a clone of snapvc (not on PyPI yet)", name=missing)
 
 
 class TypeAdapterError(SnapvcError):

@@ -22,7 +22,7 @@ PUBLIC = {
     "apply_changes", "apply_patch", "to_json_patch", "diff_stat", "DiffStat", "PatchError", "InvalidCommitError",
     "SnapvcError", "InvalidArgumentError", "InvalidObjectIdError", "MalformedJsonError", "RunnerError", "InvalidStepError",
     "StepContractError", "ResumeError",
-    "UnsupportedValueError", "UnknownTypeError", "NumpyMissingError", "PathError", "RepositoryError", "RepositoryNotFoundError",
+    "UnsupportedValueError", "UnknownTypeError", "NumpyMissingError", "ExtraMissingError", "PathError", "RepositoryError", "RepositoryNotFoundError",
     "RepositoryFolderError",
     "NotARepositoryError", "FormatVersionError", "DamagedRowsError", "UnsafeGcError", "TypeAdapterError", "ObjectError", "ObjectNotFoundError",
     "CorruptObjectError",

@@ -59,7 +59,7 @@ from snapvc.api import Repository
 from snapvc.api import open as open_repository
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.encoding.splice import SeqEdit, TreeSplicer
-from snapvc.errors import InvalidArgumentError, PathError, RefConflictError, RepositoryError, UnknownRevisionError
+from snapvc.errors import ExtraMissingError, InvalidArgumentError, PathError, RefConflictError, RepositoryError, UnknownRevisionError
 from snapvc.ids import ObjectId
 from snapvc.objects import Commit
 
@@ -106,8 +106,7 @@ class SnapvcSession:
         try:
             from agents.memory.session_settings import SessionSettings, coerce_session_settings
         except ImportError as exc:  # the extra is not installed
-            raise ImportError(f"SnapvcSession needs the OpenAI Agents SDK ({exc}): "
-                              f"pip install '.[openai-agents]' in a clone of snapvc (not on PyPI yet)") from exc
+            raise ExtraMissingError("SnapvcSession", "openai-agents", exc.name) from exc
 
         self.branch = session_branch(session_id, prefix)
         self.session_id = session_id

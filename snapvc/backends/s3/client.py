@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from snapvc.errors import FormatVersionError, RepositoryError, RepositoryNotFoundError
+from snapvc.errors import ExtraMissingError, FormatVersionError, RepositoryError, RepositoryNotFoundError
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig
@@ -104,7 +104,10 @@ class S3Client:
     Keys are relative to the location's prefix. Errors name the bucket and key."""
 
     def __init__(self, location: S3Location) -> None:
-        from obstore.store import S3Store  # the s3 extra: imported only when S3 is used
+        try:
+            from obstore.store import S3Store  # the s3 extra: imported only when S3 is used
+        except ImportError as exc:
+            raise ExtraMissingError(f"the repository at {location.url!r}", "s3", exc.name) from exc
 
         self.location = location
         config: dict[str, Any] = {}
