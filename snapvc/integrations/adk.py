@@ -76,6 +76,7 @@ USER_STATE: Final = "+user"
 _MAX_WORKING = 64  # working copies of session branches kept for appends
 _EVENTS: Final = "events"
 _STATE: Final = "state"
+_MAX_TIPS = 200_000  # tip commits whose listing facts are kept (about 150 bytes each)
 _CAS_TRIES = 16  # app and user state: re-read and apply again after another writer's commit
 
 T = TypeVar("T")
@@ -168,6 +169,7 @@ class SnapvcSessionService(BaseSessionService):
         self.repo = repo if isinstance(repo, Repository) else open_repository(repo)
         self._lock = threading.RLock()
         self._working: OrderedDict[str, State] = OrderedDict()
+        self._tip_facts: dict[ObjectId, _Tip] = {}  # read by listings, by commit id
 
     # -- ADK's interface --------------------------------------------------------------------
 
@@ -407,29 +409,59 @@ class SnapvcSessionService(BaseSessionService):
 
     def _sessions(self, app_name: str, names: Sequence[tuple[str, ObjectId]], found: _Listing) -> list[Session]:
         """Sessions without events for ``names`` (branch, tip), with merged state. The
-        trees of the tips are fetched together, so each state is read without a query."""
+        tips' commits are read in one query and their trees fetched together, so each
+        state is read without a query."""
         loader = self.repo.loader
-        commits = [self.repo.get_commit(tip, walking=True) for _, tip in names]
-        loader.fetch_many([c.tree for c in commits])
+        tips = self._tips([tip for _, tip in names])
+        loader.fetch_many([t.tree for t in tips])
         app_state = {} if found.app_tip is None else _plain(self.repo.checkout(found.app_tip))
         user_states: dict[str, dict[str, Any]] = {}
         out = []
-        for (branch, _), commit in zip(names, commits):
+        for (branch, _), tip in zip(names, tips):
             escaped_user = branch[len(ROOT):].split("/")[1]
             user_state = user_states.get(escaped_user)
             if user_state is None:
                 # A page may not hold the user's state branch among its names: read it.
-                tip = found.user_tips.get(escaped_user) or self.repo.refs.get(
+                user_tip = found.user_tips.get(escaped_user) or self.repo.refs.get(
                     f"{HEADS}{_app_root(app_name)}{escaped_user}/{USER_STATE}")
-                user_state = user_states[escaped_user] = {} if tip is None else _plain(self.repo.checkout(tip))
-            session_state = _plain(loader.view(commit.tree)[_STATE])
-            meta = commit.metadata.get(KEY) or {}
-            user_id = meta.get("user") or parse_thread_branch(escaped_user)[0]
-            session_id = meta.get("session") or parse_thread_branch(branch.rsplit("/", 1)[1])[0]
-            out.append(Session(app_name=app_name, user_id=user_id, id=session_id,
+                user_state = user_states[escaped_user] = {} if user_tip is None else _plain(
+                    self.repo.checkout(user_tip))
+            session_state = _plain(loader.view(tip.tree)[_STATE])
+            out.append(Session(app_name=app_name,
+                               user_id=tip.user_id or parse_thread_branch(escaped_user)[0],
+                               id=tip.session_id or parse_thread_branch(branch.rsplit("/", 1)[1])[0],
                                state=_merged(app_state, user_state, session_state), events=[],
-                               last_update_time=_update_time(commit)))
+                               last_update_time=tip.time))
         return out
+
+    def _tips(self, ids: list[ObjectId]) -> list[_Tip]:
+        """What a listing needs of each commit of ``ids``: those read before are kept
+        (commits never change), the others read from the commit index in one query."""
+        known = self._tip_facts
+        missing = [oid for oid in dict.fromkeys(ids) if oid not in known]
+        if missing:
+            if len(known) + len(missing) > _MAX_TIPS:
+                known.clear()
+            commits = self.repo.commits.get_many(missing)
+            for oid in missing:
+                # A commit the index lacks is one an older snapvc kept in the object
+                # store: ``get_commit`` reads it there (and raises if there is none).
+                commit = commits.get(oid) or self.repo.get_commit(oid, walking=True)
+                meta = commit.metadata.get(KEY) or {}
+                known[oid] = _Tip(commit.tree, _update_time(commit), meta.get("user") or None,
+                                  meta.get("session") or None)
+        return [known[oid] for oid in ids]
+
+
+@dataclass(frozen=True, slots=True)
+class _Tip:
+    """What a listing reads of a session's tip commit: its tree, the session's last
+    update time, and the ids from its metadata (None: take them from the branch name)."""
+
+    tree: ObjectId
+    time: float
+    user_id: str | None
+    session_id: str | None
 
 
 @dataclass

@@ -56,6 +56,11 @@ class CommitIndex(Protocol):
 
     def get(self, oid: ObjectId) -> Commit | None: ...
 
+    def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, Commit]:
+        """The commits of ``ids`` the index holds, by id (an id it lacks is left out): a
+        listing of many branches reads their tips together, not one query each."""
+        ...
+
     def first_parent_chain(self, oid: ObjectId, limit: int) -> list[Commit]:
         """``oid``'s commit and up to ``limit - 1`` of its first-parent ancestors, newest
         first, as far as the index has them (for reading history in one batch)."""

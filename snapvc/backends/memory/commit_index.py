@@ -56,6 +56,10 @@ class MemoryCommitIndex:
     def get(self, oid: ObjectId) -> Commit | None:
         return self._commits.get(oid)
 
+    def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, Commit]:
+        commits = self._commits
+        return {oid: commit for oid in ids if (commit := commits.get(oid)) is not None}
+
     def first_parent_chain(self, oid: ObjectId, limit: int) -> list[Commit]:
         out: list[Commit] = []
         commit = self._commits.get(oid)

@@ -37,6 +37,17 @@ class S3CommitIndex:
             found = self.packs.commits.get(oid)
         return found
 
+    def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, Commit]:
+        self.packs.ensure_loaded()
+        wanted = list(ids)
+        found = {oid: commit for oid in wanted if (commit := self.packs.commits.get(oid)) is not None}
+        if len(found) < len(set(wanted)):
+            # Some may be in packs another client wrote since: look once more, as ``get`` does.
+            self.packs.refresh()
+            commits = self.packs.commits
+            found.update((oid, commit) for oid in wanted if oid not in found and (commit := commits.get(oid)) is not None)
+        return found
+
     def first_parent_chain(self, oid: ObjectId, limit: int) -> list[Commit]:
         out: list[Commit] = []
         commit = self.get(oid)

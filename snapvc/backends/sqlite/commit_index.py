@@ -303,6 +303,22 @@ class SqliteCommitIndex:
             row = self.file.conn.execute(f"SELECT {self._COLUMNS} FROM commits WHERE id = ?", (oid,)).fetchone()
         return None if row is None else self._commit(row)
 
+    def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, Commit]:
+        found: dict[ObjectId, Commit] = {}
+        with self.file.reading("commits in the commit index"):
+            for batch in batched(dict.fromkeys(ids)):
+                marks = ", ".join("?" * len(batch))
+                if self._lean:
+                    rows = self.file.conn.execute(f"SELECT {self._LEAN_COLUMNS} FROM {self._LEAN_FROM} "
+                                                  f"WHERE c.id IN ({marks})", batch).fetchall()
+                    commits = [self._lean_commit(row) for row in rows]
+                else:
+                    rows = self.file.conn.execute(f"SELECT {self._COLUMNS} FROM commits WHERE id IN ({marks})",
+                                                  batch).fetchall()
+                    commits = [self._commit(row) for row in rows]
+                found.update((commit.id, commit) for commit in commits)
+        return found
+
     def first_parent_chain(self, oid: ObjectId, limit: int) -> list[Commit]:
         if self._lean:
             # One recursive query follows the first parents: a row number straight to the
