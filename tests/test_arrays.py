@@ -32,7 +32,7 @@ def same_array(a: Any, b: Any) -> bool:
 
 
 def stored(repo: snapvc.Repository) -> int:
-    return repo.stats().stored_bytes
+    return repo.store.sizes().stored_bytes
 
 
 def embeddings(rows: int = ROWS, seed: int = 0) -> Any:
@@ -346,3 +346,13 @@ def test_gc_and_fsck_keep_every_chunk_of_an_array(tmp_path: Path) -> None:
         assert report.removed_objects  # the second commit's new chunks (or their deltas' bases kept)
         assert repo.fsck().ok
         assert same_array(repo.checkout()["emb"], embeddings(5_000))
+
+
+def test_the_web_view_shows_a_large_array_by_its_summary_without_encoding_it() -> None:
+    from snapvc.ui.api import MAX_VALUE_CHARS, _value_json
+
+    large = np.zeros(MAX_VALUE_CHARS, dtype=np.float64)
+    shown, length = _value_json(large, "state['emb']")
+    assert shown == {"$truncated": True, "size": length, "preview": f"array <f8 ({MAX_VALUE_CHARS},), {large.nbytes} bytes"}
+    small, _ = _value_json(np.arange(3), "state['x']")
+    assert small == {"$snapvc": "ndarray", "dtype": "<i8", "shape": [3], "order": "C", "values": [0, 1, 2]}

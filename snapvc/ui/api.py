@@ -100,6 +100,10 @@ def _value_json(value: Any, where: str) -> tuple[Any, int]:
     length of its whole JSON text."""
     if value is None:
         return None, 0
+    if is_array(value) and int(header_json(value)["bytes"]) * 4 // 3 > MAX_VALUE_CHARS:
+        # A large array is not turned into JSON to be cut: its base64 alone would be that long.
+        size = int(header_json(value)["bytes"]) * 4 // 3
+        return {"$truncated": True, "size": size, "preview": array_summary(value)}, size
     found = to_jsonable(value, where)
     text = orjson.dumps(found).decode()
     if len(text) > MAX_VALUE_CHARS:
@@ -175,6 +179,8 @@ def _changes_json(changes: list[Change], sizes: Callable[[Path], tuple[int, int]
 
 
 def _preview(value: Any) -> str:
+    if is_array(value):
+        return array_summary(value)
     if isinstance(value, MapView):
         return f"{{{len(value)} keys}}"
     if isinstance(value, SeqView):
@@ -190,6 +196,8 @@ def _kind_size(value: Any) -> tuple[str, int]:
         return "list", len(value)
     if isinstance(value, str):
         return "value", len(value)
+    if is_array(value):
+        return "value", int(header_json(value)["bytes"])
     return "value", len(orjson.dumps(to_jsonable(value)))
 
 
