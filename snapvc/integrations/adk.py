@@ -30,9 +30,11 @@ appending an event to a copy that another writer has overtaken since raises
 An append costs the event, not the session: the service keeps working copies
 (``snapvc.State``) of the sessions it wrote last, so a commit encodes the new event and
 the changed keys only. Listing reads the branch names in one query; ``list_sessions``
-(every session, ordered by last update as ADK asks) then reads each tip's commit and
-state, and ``list_sessions_page`` reads those of one page only, in branch-name order
-(user, then session id), which stays stable while sessions are being updated.
+(every session, ordered by last update as ADK asks) then reads the tips' commits in one
+query (``CommitIndex.get_many``) and their states, and ``list_sessions_page`` reads those
+of one page only, in branch-name order (user, then session id), which stays stable while
+sessions are being updated. What a listing needs of a tip commit (its tree, the update
+time, the ids) is kept by commit id, so listing again reads only the states.
 """
 
 from __future__ import annotations
@@ -437,20 +439,28 @@ class SnapvcSessionService(BaseSessionService):
     def _tips(self, ids: list[ObjectId]) -> list[_Tip]:
         """What a listing needs of each commit of ``ids``: those read before are kept
         (commits never change), the others read from the commit index in one query."""
-        known = self._tip_facts
-        missing = [oid for oid in dict.fromkeys(ids) if oid not in known]
+        known = self._tip_facts  # shared by the threads listing at once: read it with .get only
+        facts: dict[ObjectId, _Tip] = {}
+        missing: list[ObjectId] = []
+        for oid in ids:
+            fact = known.get(oid)
+            if fact is None:
+                missing.append(oid)
+            else:
+                facts[oid] = fact
         if missing:
-            if len(known) + len(missing) > _MAX_TIPS:
-                known.clear()
             commits = self.repo.commits.get_many(missing)
-            for oid in missing:
+            for oid in dict.fromkeys(missing):
                 # A commit the index lacks is one an older snapvc kept in the object
                 # store: ``get_commit`` reads it there (and raises if there is none).
                 commit = commits.get(oid) or self.repo.get_commit(oid, walking=True)
                 meta = commit.metadata.get(KEY) or {}
-                known[oid] = _Tip(commit.tree, _update_time(commit), meta.get("user") or None,
+                facts[oid] = _Tip(commit.tree, _update_time(commit), meta.get("user") or None,
                                   meta.get("session") or None)
-        return [known[oid] for oid in ids]
+            if len(known) + len(missing) > _MAX_TIPS:
+                known.clear()
+            known.update(facts)
+        return [facts[oid] for oid in ids]
 
 
 @dataclass(frozen=True, slots=True)
