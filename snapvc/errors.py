@@ -142,10 +142,12 @@ class UnknownTypeError(SnapvcError, TypeError):
 class NumpyMissingError(UnknownTypeError):
     """A stored numpy array or scalar read in a process where numpy cannot be imported."""
 
-    def __init__(self, type_name: str) -> None:
+    def __init__(self, type_name: str, path: str | None = None) -> None:
         super().__init__(type_name)
+        self.path = path  # where it is in the value read (``state['emb']``), when found
+        where = f" at {path}" if path else ""
         self.args = (
-            f"the state holds a numpy value (stored as {type_name!r}) and numpy is not installed here: "
+            f"the state holds a numpy value{where} (stored as {type_name!r}) and numpy is not installed here: "
             "install snapvc's numpy extra (pip install 'snapvc[numpy]', or pip install '.[numpy]' in a checkout) "
             "to read it",
         )

@@ -356,3 +356,15 @@ def test_the_web_view_shows_a_large_array_by_its_summary_without_encoding_it() -
     assert shown == {"$truncated": True, "size": length, "preview": f"array <f8 ({MAX_VALUE_CHARS},), {large.nbytes} bytes"}
     small, _ = _value_json(np.arange(3), "state['x']")
     assert small == {"$snapvc": "ndarray", "dtype": "<i8", "shape": [3], "order": "C", "values": [0, 1, 2]}
+
+
+@pytest.mark.slow
+def test_reading_an_array_without_numpy_names_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "deep.snapvc"
+    with snapvc.open(str(path)) as repo:  # one inline array, one an object of its own, deep in long lists
+        repo.commit({"log": [{"n": i} for i in range(500)] + [{"small": np.arange(3)}]})
+        repo.commit({"log": [{"n": i} for i in range(300)] + [{"big": [np.zeros(5000)]}]})
+    for rev, where in (("HEAD~1", "state['log'][500]['small']"), ("HEAD", "state['log'][300]['big'][0]")):
+        read = _python(NO_NUMPY + f"import snapvc\nsnapvc.open({str(path)!r}).checkout({rev!r})", cwd=tmp_path)
+        assert read.returncode == 1 and f"a numpy value at {where} (stored as 'numpy:ndarray')" in read.stderr, \
+            read.stderr

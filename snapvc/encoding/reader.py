@@ -18,7 +18,14 @@ from typing import Any, NamedTuple, overload
 
 from snapvc.encoding.adapters import adapter_for_name
 from snapvc.encoding.nodes import TAG_DICT, TAG_STR, TAG_TUPLE, children_of, decode_node
-from snapvc.errors import CorruptObjectError, InvalidObjectIdError, ObjectNotFoundError, PathError, SnapvcError
+from snapvc.errors import (
+    CorruptObjectError,
+    InvalidObjectIdError,
+    NumpyMissingError,
+    ObjectNotFoundError,
+    PathError,
+    SnapvcError,
+)
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
 
@@ -132,6 +139,14 @@ class Loader:
         wrong layouts, nesting past any limit) raise ``CorruptObjectError``."""
         try:
             return self._materialize(oid)
+        except NumpyMissingError as exc:
+            if exc.path is not None:
+                raise
+            # Raised where the value was rebuilt, which knows no path: find it (a second,
+            # cheap walk, only on this error) so the message says which value needs numpy.
+            found = self._path_to_type(oid, exc.type_name)
+            where = None if found is None else "state" + "".join(f"[{p!r}]" for p in found)
+            raise NumpyMissingError(exc.type_name, where) from None
         except InvalidObjectIdError as exc:  # a reference that is not 32 bytes: not a layout snapvc writes
             raise CorruptObjectError(ObjectId(oid), f"does not decode as a state: {exc}") from None
         except SnapvcError:
@@ -155,6 +170,32 @@ class Loader:
             frontier = [r for r in dict.fromkeys(refs) if r not in decoded]
         return _Builder(decoded, raw).build(oid)
 
+    def _path_to_type(self, oid: bytes, name: str, at: int = 0) -> tuple[Any, ...] | None:
+        """The path, below the value ``oid``, of the first typed value stored under
+        ``name`` (its fields not rebuilt), or None if there is none. ``at``: the first
+        position of ``oid`` when it is a node inside a list's tree."""
+        kind, node = decode_node(oid, self.fetch(oid), rebuild_types=False)
+        if kind == MAP and node[0] == name:
+            return ()
+        if kind not in (MAP, SEQ):
+            return None
+        if node[1]:  # an inner node: the same container, its children's entries are its own
+            children = node[3] if kind == MAP else node[2]
+            starts = [0] * len(children) if kind == MAP else list(accumulate(node[3], initial=at))
+            for child, start in zip(children, starts):
+                found = self._path_to_type(child, name, start)
+                if found is not None:
+                    return found
+            return None
+        refs = set(node[3])
+        entries = node[2].items() if kind == MAP else enumerate(node[2])
+        for key, value in entries:
+            is_ref = key in refs
+            below = self._path_to_type(value, name) if is_ref else _inline_path_to_type(value, name)
+            if below is not None:
+                return (key if kind == MAP else at + key, *below)
+        return None
+
     def parts(self, oid: bytes, at: int = 0) -> list[Part]:
         """The parts of the MAP or SEQ node ``oid`` (see ``node_parts``)."""
         return node_parts(*self.node(oid), at)
@@ -167,6 +208,19 @@ class Loader:
         if kind == SEQ:
             return SeqView(self, ObjectId(oid), node)
         return self.materialize(oid)
+
+
+def _inline_path_to_type(value: Any, name: str) -> tuple[Any, ...] | None:
+    """``Loader._path_to_type`` within an inline value, decoded without rebuilding typed
+    values (each is its ``(name, fields)`` pair)."""
+    if type(value) is tuple and len(value) == 2 and value[0] == name and type(value[1]) is dict:
+        return ()
+    items = value.items() if type(value) is dict else enumerate(value) if type(value) in (list, tuple) else ()
+    for key, item in items:
+        below = _inline_path_to_type(item, name)
+        if below is not None:
+            return (key, *below)
+    return None
 
 
 class _Builder:
