@@ -148,7 +148,7 @@ class NumpyMissingError(UnknownTypeError):
         where = f" at {path}" if path else ""
         self.args = (
             f"the state holds a numpy value{where} (stored as {type_name!r}) and numpy is not installed here: "
-            "install snapvc's numpy extra (pip install 'snapvc[numpy]', or pip install '.[numpy]' in a checkout) "
+            "install snapvc's numpy extra (pip install '.[numpy]' in a clone of snapvc, not on PyPI yet) "
             "to read it",
         )
 
