@@ -33,7 +33,7 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 import snapvc
-from snapvc.errors import InvalidArgumentError, SnapvcError
+from snapvc.errors import InvalidArgumentError, SnapvcError, UnsupportedValueError
 from snapvc.integrations.adk import (
     SnapvcSessionService,
     StaleSessionServiceError,
@@ -245,6 +245,24 @@ def test_a_stale_copy_is_refused(service: SnapvcSessionService, repo: snapvc.Rep
     old.last_update_time = 0.0
     with pytest.raises(StaleSessionServiceError):
         run(service.append_event(old, text_event("three")))
+
+
+def test_an_event_that_cannot_be_stored_is_refused_before_any_state(service: SnapvcSessionService,
+                                                                     repo: snapvc.Repository) -> None:
+    # Text that is not valid Unicode (a lone surrogate) has no JSON form: the event names
+    # itself, and neither the session nor the app state it carried is written.
+    session = run(service.create_session(app_name="a", user_id="u", session_id="s"))
+    run(service.append_event(session, text_event("one")))
+    before = repo.branches()
+    bad = text_event("bad \ud800", actions=EventActions(state_delta={"app:k": "x", "k": "y"}))
+    with pytest.raises(UnsupportedValueError) as err:
+        run(service.append_event(session, bad))
+    assert repr(bad.id) in str(err.value) and "surrogate" in str(err.value)
+    assert repo.branches() == before
+    run(service.append_event(session, text_event("two", actions=EventActions(state_delta={"k": "ok"}))))
+    again = run(service.get_session(app_name="a", user_id="u", session_id="s"))
+    assert [e.content.parts[0].text for e in again.events] == ["one", "two"]
+    assert again.state == {"k": "ok"}
 
 
 def test_pages_cover_every_session_once(service: SnapvcSessionService) -> None:

@@ -17,19 +17,16 @@ installed (``pip install -e '.[test]'``).
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tarfile
-import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+
+from tests.framework_sdist import tests_of
 
 # LangGraph's own checkpointer suite: minutes.
 pytestmark = pytest.mark.slow
@@ -42,53 +39,10 @@ TESTS_PER_CHECKPOINTER = 648  # the tests of langgraph 1.2.22 that take a checkp
 CHECKPOINTERS = ("memory", "snapvc_file", "snapvc_memory")
 
 
-def _cache_folder(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
-    return cache.mkdir("langgraph-sdist") if cache is not None else tmp_path_factory.mktemp("langgraph-sdist")
-
-
-def _download_tests(into: Path) -> None:
-    """LangGraph's sdist, checked against its hash, with its ``tests/`` extracted into
-    ``into`` (nothing else of it: its ``langgraph/`` must not shadow the installed one)."""
-    download = into / "download"
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
-                           "--disable-pip-version-check", "--quiet", f"langgraph=={LANGGRAPH}", "-d", str(download)],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, f"pip could not download langgraph=={LANGGRAPH}'s sdist:\n{done.stderr}"
-    (sdist,) = download.glob("langgraph-*.tar.gz")
-    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
-    assert digest == SDIST_SHA256, f"{sdist.name} has sha256 {digest}, not PyPI's {SDIST_SHA256}"
-    prefix = f"langgraph-{LANGGRAPH}/tests/"
-    with tarfile.open(sdist) as archive:
-        members = [m for m in archive.getmembers() if m.name.startswith(prefix)]
-        assert members, f"{sdist.name} has no {prefix}"
-        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # Python 3.11.4 and later
-        archive.extractall(into, members=members, **safe)
-    shutil.rmtree(download)
-
-
 @pytest.fixture(scope="session")
 def langgraph_tests(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The folder holding LangGraph's ``tests/`` package, downloaded on first use. Made
-    in a folder of its own and renamed into place, so two test runs at once never see a
-    half-extracted one."""
-    installed = importlib.metadata.version("langgraph")
-    assert installed == LANGGRAPH, (f"LangGraph's tests are run as of langgraph {LANGGRAPH}, but {installed} is "
-                                    f"installed: pip install -e '.[test]'")
-    cache = _cache_folder(pytestconfig, tmp_path_factory)
-    final = cache / f"langgraph-{LANGGRAPH}"
-    if not (final / "tests" / "conftest.py").exists():
-        making = Path(tempfile.mkdtemp(dir=cache, prefix="making-"))
-        try:
-            _download_tests(making)
-            try:
-                os.rename(making / f"langgraph-{LANGGRAPH}", final)
-            except OSError:
-                if not (final / "tests" / "conftest.py").exists():  # not another run's: a real failure
-                    raise
-        finally:
-            shutil.rmtree(making, ignore_errors=True)
-    return final
+    """The folder holding langgraph's own ``tests/`` package (see ``tests.framework_sdist``)."""
+    return tests_of("langgraph", LANGGRAPH, SDIST_SHA256, pytestconfig, tmp_path_factory)
 
 
 def test_langgraph_checkpointer_tests_pass_on_snapvc_saver(langgraph_tests: Path, tmp_path: Path) -> None:

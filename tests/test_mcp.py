@@ -230,6 +230,26 @@ def test_diff_cuts_long_values_to_a_preview(reader: Server, read_repo: tuple[Pat
     assert len(paged["changes"]) == 1 and paged["next_offset"] == 1 and paged["changes_total"] == len(changes)
 
 
+def test_diff_summarises_an_array_and_never_sends_its_values(tmp_path: Path) -> None:
+    np = pytest.importorskip("numpy", reason="the numpy extra is in the test extra")
+    path = tmp_path / "agent.snapvc"
+    with snapvc.open(path) as repo:
+        embeddings = np.zeros((2000, 64), dtype="<f4")
+        repo.commit({"emb": embeddings}, message="one")
+        grown = np.vstack([embeddings, np.ones((3, 64), dtype="<f4")])
+        grown[5] = 2.0
+        repo.commit({"emb": grown}, message="two")
+    server = Server("--repo", str(path))
+    try:
+        (change,) = server.ok("diff", {"a": "main~1", "b": "main"})["changes"]
+    finally:
+        server.close()
+    assert change["summary"] == "array <f4 (2000, 64) -> (2003, 64): 3 rows appended, 1 row changed"
+    assert change["old"] == {"$snapvc": "ndarray", "dtype": "<f4", "shape": [2000, 64], "order": "C", "bytes": 512000}
+    assert change["new"]["shape"] == [2003, 64] and change["new_size"] == 2003 * 64 * 4
+    assert "values" not in change["new"] and "base64" not in change["new"]
+
+
 def test_checkout_gives_small_values_whole_and_large_ones_in_pages(reader: Server,
                                                                    read_repo: tuple[Path, dict[str, str]]) -> None:
     ids = read_repo[1]

@@ -20,19 +20,16 @@ must be the one installed (``pip install -e '.[test]'``).
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tarfile
-import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+
+from tests.framework_sdist import tests_of
 
 # The SDK's session tests: about a minute.
 pytestmark = pytest.mark.slow
@@ -95,54 +92,10 @@ NOT_APPLICABLE = {
 }
 
 
-def _cache_folder(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
-    return (cache.mkdir("openai-agents-sdist") if cache is not None
-            else tmp_path_factory.mktemp("openai-agents-sdist"))
-
-
-def _download_tests(into: Path) -> None:
-    """The SDK's sdist, checked against its hash, with its ``tests/`` extracted into
-    ``into`` (nothing else of it: its ``src/agents`` must not shadow the installed one)."""
-    download = into / "download"
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
-                           "--disable-pip-version-check", "--quiet", f"openai-agents=={OPENAI_AGENTS}",
-                           "-d", str(download)], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, f"pip could not download openai-agents=={OPENAI_AGENTS}'s sdist:\n{done.stderr}"
-    (sdist,) = download.glob("openai_agents-*.tar.gz")
-    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
-    assert digest == SDIST_SHA256, f"{sdist.name} has sha256 {digest}, not PyPI's {SDIST_SHA256}"
-    prefix = f"openai_agents-{OPENAI_AGENTS}/tests/"
-    with tarfile.open(sdist) as archive:
-        members = [m for m in archive.getmembers() if m.name.startswith(prefix)]
-        assert members, f"{sdist.name} has no {prefix}"
-        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # Python 3.11.4 and later
-        archive.extractall(into, members=members, **safe)
-    shutil.rmtree(download)
-
-
 @pytest.fixture(scope="session")
 def openai_agents_tests(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The folder holding the SDK's ``tests/`` package, downloaded on first use. Made in
-    a folder of its own and renamed into place, so two test runs at once never see a
-    half-extracted one."""
-    installed = importlib.metadata.version("openai-agents")
-    assert installed == OPENAI_AGENTS, (f"the OpenAI Agents SDK's tests are run as of openai-agents "
-                                        f"{OPENAI_AGENTS}, but {installed} is installed: pip install -e '.[test]'")
-    cache = _cache_folder(pytestconfig, tmp_path_factory)
-    final = cache / f"openai_agents-{OPENAI_AGENTS}"
-    if not (final / "tests" / "conftest.py").exists():
-        making = Path(tempfile.mkdtemp(dir=cache, prefix="making-"))
-        try:
-            _download_tests(making)
-            try:
-                os.rename(making / f"openai_agents-{OPENAI_AGENTS}", final)
-            except OSError:
-                if not (final / "tests" / "conftest.py").exists():  # not another run's: a real failure
-                    raise
-        finally:
-            shutil.rmtree(making, ignore_errors=True)
-    return final
+    """The folder holding openai-agents's own ``tests/`` package (see ``tests.framework_sdist``)."""
+    return tests_of("openai-agents", OPENAI_AGENTS, SDIST_SHA256, pytestconfig, tmp_path_factory)
 
 
 def _not_applicable(test: str) -> str | None:

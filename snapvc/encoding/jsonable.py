@@ -49,13 +49,17 @@ import base64
 import datetime as _dt
 import math
 import uuid
+import itertools
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Final
 from zoneinfo import ZoneInfo
 
+import orjson
+
 
 from snapvc.encoding.adapters import adapter_for_name, adapter_for_value
-from snapvc.encoding.arrays import JSON_KIND, is_numpy_value, numpy_reason
+from snapvc.encoding.arrays import JSON_KIND, header_json, is_array, is_numpy_value, numpy_reason
 from snapvc.encoding.arrays import from_json as arrays_from_json
 from snapvc.encoding.arrays import to_json as arrays_to_json
 from snapvc.encoding.reader import MapView, SeqView
@@ -63,7 +67,7 @@ from snapvc.encoding.values import INT_LIMIT, INT_MIN, decode_inline
 from snapvc.encoding.values import MAX_DEPTH
 from snapvc.errors import MalformedJsonError, SnapvcError, UnsupportedValueError
 
-__all__ = ["SCALAR_TYPES", "TAG", "from_jsonable", "to_jsonable"]
+__all__ = ["SCALAR_TYPES", "TAG", "child_keys", "from_jsonable", "kind_and_size", "to_jsonable"]
 
 TAG: Final = "$snapvc"
 
@@ -257,3 +261,31 @@ def _inline_value(j: dict[str, Any], where: str) -> Any:
         return decode_inline(base64.b64decode(j["msgpack"], validate=True))
     except Exception as exc:
         raise MalformedJsonError(where, f"a malformed {TAG!r} object of kind 'value': {exc!r}") from exc
+
+
+# -- what a viewer shows before the value --------------------------------------------------
+
+
+def kind_and_size(value: Any) -> tuple[str, int]:
+    """What a viewer of states (the web view, the MCP server) says of a value before it
+    shows it: ``("map", keys)``, ``("list", elements)``, or ``("value", length)``: the
+    characters of a str, the bytes of bytes or of an array's data (an array is never
+    turned into JSON for this), else the characters of its JSON form."""
+    if isinstance(value, (MapView, Mapping)):
+        return "map", len(value)
+    if isinstance(value, (SeqView, list, tuple)):
+        return "list", len(value)
+    if isinstance(value, (str, bytes)):
+        return "value", len(value)
+    if is_array(value):
+        return "value", int(header_json(value)["bytes"])
+    return "value", len(orjson.dumps(to_jsonable(value)))
+
+
+def child_keys(node: Any, kind: str, size: int, offset: int, limit: int) -> list[str | int]:
+    """The keys (of a map) or indexes (of a list) of ``limit`` children from ``offset``:
+    a page of a large container. A stored map gives its keys in order, leaf by leaf, so a
+    page reads the leaves up to it."""
+    if kind == "map":
+        return list(itertools.islice(iter(node), offset, offset + limit))
+    return list(range(offset, min(offset + limit, size)))

@@ -57,13 +57,14 @@ from google.adk.sessions import _session_util
 from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig, ListSessionsResponse
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State as AdkState
+from pydantic_core import PydanticSerializationError
 from typing_extensions import override
 
 from snapvc.agent.state import State
 from snapvc.agent.threads import parse_thread_branch, thread_branch
 from snapvc.api import Repository
 from snapvc.api import open as open_repository
-from snapvc.errors import InvalidArgumentError, RefConflictError, SnapvcError
+from snapvc.errors import InvalidArgumentError, RefConflictError, SnapvcError, UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.objects import Commit
 from snapvc.refs.names import HEADS
@@ -136,7 +137,11 @@ def _app_branch(app_name: str) -> str:
 def _event_data(event: Event) -> Any:
     """The event as plain JSON data: ADK's own serialization (bytes as base64, as its
     SQLite service writes them), read back by ``_event``."""
-    return orjson.loads(event.model_dump_json(exclude_none=True))
+    try:
+        text = event.model_dump_json(exclude_none=True)
+    except PydanticSerializationError as exc:  # text that is not valid Unicode, say
+        raise UnsupportedValueError(f"event {event.id!r} by {event.author!r}", f"not storable as JSON: {exc}") from None
+    return orjson.loads(text)
 
 
 def _event(data: Any) -> Event:
@@ -315,12 +320,14 @@ class SnapvcSessionService(BaseSessionService):
             # Temp state reaches the session in memory only (ADK's rule), then leaves the event.
             self._apply_temp_state(session, event)
             event = self._trim_temp_delta_state(event)
+            # Made first: an event that cannot be stored is refused before any state is.
+            data = _event_data(event)
             deltas = _session_util.extract_json_safe_state_delta(event.actions.state_delta or {})
             self._update_scoped(_app_branch(session.app_name), deltas["app"], f"app state: {_summary(event)}")
             self._update_scoped(_user_branch(session.app_name, session.user_id), deltas["user"],
                                 f"user state: {_summary(event)}")
             working = self._working_copy(branch, tip)
-            working.append(_EVENTS, _event_data(event))
+            working.append(_EVENTS, data)
             for key, value in deltas["session"].items():
                 working.set((_STATE, key), value)
             try:

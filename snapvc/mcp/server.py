@@ -123,7 +123,8 @@ def build_server(repo: Repository, *, writable: bool = False) -> MCPServer:
              limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
         """What changed in the state from commit a to commit b: each change's path, kind (added,
         removed, modified) and old and new values. A value whose JSON is longer than 20,000
-        characters is cut to a preview with its size (read it whole with checkout)."""
+        characters is cut to a preview with its size (read it whole with checkout). A numpy
+        array is given by its dtype, shape and bytes, with a summary of what changed."""
         return tools.diff(a, b, path, limit, offset)
 
     @tool("Read the state", reading)

@@ -24,7 +24,9 @@ import orjson
 
 from snapvc.api import Repository
 from snapvc.diff.changes import Change, plain_value
-from snapvc.encoding.jsonable import from_jsonable, to_jsonable
+from snapvc.encoding.arrays import change_summary as array_change_summary
+from snapvc.encoding.arrays import header_json, is_array
+from snapvc.encoding.jsonable import child_keys, from_jsonable, kind_and_size, to_jsonable
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.errors import InvalidArgumentError, PathError, RefConflictError, RefNotFoundError
 from snapvc.ids import ObjectId
@@ -110,7 +112,7 @@ def value_json(value: Any, where: str, max_chars: int = MAX_VALUE_CHARS) -> tupl
 
 def _summary(node: Any, where: str) -> dict[str, Any]:
     """A large stored map or list as its kind, size and first keys or items."""
-    kind, size = _kind_size(node)
+    kind, size = kind_and_size(node)
     head = list(itertools.islice(iter(node), 10)) if kind == "map" else None
     preview = {"$truncated": True, "kind": kind, "size": size,
                "hint": f"too large to show whole: read it a page at a time with checkout path={where!r}"}
@@ -155,16 +157,6 @@ class _TooLarge(Exception):
     """Raised inside ``_small_json`` when the budget is spent; never leaves it."""
 
 
-def _kind_size(value: Any) -> tuple[str, int]:
-    if isinstance(value, (MapView, Mapping)):
-        return "map", len(value)
-    if isinstance(value, (SeqView, list, tuple)):
-        return "list", len(value)
-    if isinstance(value, (str, bytes)):
-        return "value", len(value)
-    return "value", len(orjson.dumps(to_jsonable(value)))
-
-
 def _step(node: Any, step: str, steps: Steps, at: int) -> Any:
     """The child ``step`` of ``node``; ``PathError`` naming the path and what is there
     when there is none."""
@@ -193,10 +185,16 @@ def _change_json(change: Change) -> dict[str, Any]:
     (cut to a preview past ``MAX_VALUE_CHARS``, with the size of their JSON text)."""
     where = path_text(change.path)
     out: dict[str, Any] = {"path": where, "steps": list(change.path), "kind": change.kind}
-    if change.kind != "added":
-        out["old"], out["old_size"] = value_json(change.old, where)
-    if change.kind != "removed":
-        out["new"], out["new_size"] = value_json(change.new, where)
+    for side, value, present in (("old", change.old, change.kind != "added"), ("new", change.new, change.kind != "removed")):
+        if not present:
+            continue
+        if is_array(value):  # its dtype, shape and size, never its values: a summary says what changed
+            out[side] = header_json(value)
+            out[f"{side}_size"] = out[side]["bytes"]
+        else:
+            out[side], out[f"{side}_size"] = value_json(value, where)
+    if is_array(change.old) and is_array(change.new):
+        out["summary"] = array_change_summary(change.old, change.new)
     return out
 
 
@@ -313,7 +311,7 @@ class Tools:
         steps = parse_steps(path)
         node = _value_at(self.repo.snapshot(commit.id), steps)
         where = path_text(steps)
-        kind, size = _kind_size(node)
+        kind, size = kind_and_size(node)
         out: dict[str, Any] = {"commit": commit.id.hex, "path": where, "kind": kind, "size": size}
         if kind == "value":
             if isinstance(node, str) and len(node) > MAX_VALUE_CHARS:  # a long text: read a slice at a time
@@ -327,15 +325,12 @@ class Tools:
             if whole is not None:
                 return out | {"value": whole}
         # Too large to give whole: a page of its children, each whole when small.
-        if kind == "map":  # a stored map gives its keys in order, leaf by leaf: a page reads the leaves up to it
-            keys: list[str | int] = list(itertools.islice(iter(node), offset, offset + limit))
-        else:
-            keys = list(range(offset, min(offset + limit, size)))
+        keys = child_keys(node, kind, size, offset, limit)
         children = []
         for key in keys:
             child = node[key]
             here = path_text((*steps, key))
-            child_kind, child_size = _kind_size(child)
+            child_kind, child_size = kind_and_size(child)
             shown = _small_json(child, here, CHILD_CHARS)
             entry: dict[str, Any] = {"key": key, "kind": child_kind, "size": child_size}
             if shown is not None:

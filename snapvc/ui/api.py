@@ -24,7 +24,6 @@ exists already or moved meanwhile, 500 for a damaged repository.
 from __future__ import annotations
 
 import difflib
-import itertools
 import threading
 import traceback
 from collections.abc import Callable, Mapping
@@ -39,7 +38,7 @@ from snapvc.api import Repository
 from snapvc.diff.changes import Change, format_path
 from snapvc.encoding.arrays import array_summary, header_json, is_array
 from snapvc.encoding.arrays import change_summary as array_change_summary
-from snapvc.encoding.jsonable import to_jsonable
+from snapvc.encoding.jsonable import child_keys, kind_and_size, to_jsonable
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.errors import (
     InvalidArgumentError,
@@ -187,18 +186,6 @@ def _preview(value: Any) -> str:
         return f"[{len(value)} items]"
     text = orjson.dumps(to_jsonable(value)).decode()
     return text if len(text) <= CHILD_PREVIEW_CHARS else text[:CHILD_PREVIEW_CHARS - 1] + "…"
-
-
-def _kind_size(value: Any) -> tuple[str, int]:
-    if isinstance(value, (MapView, dict)):
-        return "map", len(value)
-    if isinstance(value, (SeqView, list, tuple)):
-        return "list", len(value)
-    if isinstance(value, str):
-        return "value", len(value)
-    if is_array(value):
-        return "value", int(header_json(value)["bytes"])
-    return "value", len(orjson.dumps(to_jsonable(value)))
 
 
 def _step(node: Any, step: str | int, path: Path, at: int) -> Any:
@@ -371,18 +358,14 @@ class Api:
         offset = _int_param(request, "offset", 0, 0, 1 << 62)
         limit = _int_param(request, "limit", 200, 1, 1000)
         node = _at(self.repo.snapshot(commit.id), path)
-        kind, size = _kind_size(node)
+        kind, size = kind_and_size(node)
         if kind == "value":
             return {"path": list(path), "kind": "value", "size": size, "value": to_jsonable(node, format_path(path))}
-        if kind == "map":
-            # A stored map gives its keys in order, leaf by leaf: a page reads the leaves up to it.
-            keys: list[str | int] = list(itertools.islice(iter(node), offset, offset + limit))
-        else:
-            keys = list(range(offset, min(offset + limit, size)))
+        keys = child_keys(node, kind, size, offset, limit)
         children = []
         for key in keys:
             child = node[key]
-            child_kind, child_size = _kind_size(child)
+            child_kind, child_size = kind_and_size(child)
             children.append({"key": key, "kind": child_kind, "size": child_size, "preview": _preview(child)})
         return {"path": list(path), "kind": kind, "size": size, "children": children, "offset": offset, "limit": limit}
 
