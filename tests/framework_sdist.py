@@ -3,7 +3,7 @@
 LangGraph and the OpenAI Agents SDK ship their ``tests/`` in their sdists; the suites
 ``tests/test_langgraph_suite.py`` and ``tests/test_openai_agents_suite.py`` run them on
 snapvc's adapters. Their files are fetched, never copied into this repository:
-``tests_of`` downloads the pinned sdist once into pytest's cache folder, checks it against
+``framework_tests`` downloads the pinned sdist once into pytest's cache folder, checks it against
 PyPI's hash, and keeps its ``tests/`` only (its package must not shadow the installed one).
 """
 
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["tests_of"]
+__all__ = ["framework_tests"]
 
 
-def tests_of(distribution: str, version: str, sha256: str, config: pytest.Config,
+def framework_tests(distribution: str, version: str, sha256: str, config: pytest.Config,
              tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder holding ``distribution==version``'s ``tests/`` package, downloaded on
     first use. Made in a folder of its own and renamed into place, so two test runs at

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.framework_sdist import tests_of
+from tests.framework_sdist import framework_tests
 
 # LangGraph's own checkpointer suite: minutes.
 pytestmark = pytest.mark.slow
@@ -42,7 +42,7 @@ CHECKPOINTERS = ("memory", "snapvc_file", "snapvc_memory")
 @pytest.fixture(scope="session")
 def langgraph_tests(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder holding langgraph's own ``tests/`` package (see ``tests.framework_sdist``)."""
-    return tests_of("langgraph", LANGGRAPH, SDIST_SHA256, pytestconfig, tmp_path_factory)
+    return framework_tests("langgraph", LANGGRAPH, SDIST_SHA256, pytestconfig, tmp_path_factory)
 
 
 def test_langgraph_checkpointer_tests_pass_on_snapvc_saver(langgraph_tests: Path, tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.framework_sdist import tests_of
+from tests.framework_sdist import framework_tests
 
 # The SDK's session tests: about a minute.
 pytestmark = pytest.mark.slow
@@ -95,7 +95,7 @@ NOT_APPLICABLE = {
 @pytest.fixture(scope="session")
 def openai_agents_tests(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder holding openai-agents's own ``tests/`` package (see ``tests.framework_sdist``)."""
-    return tests_of("openai-agents", OPENAI_AGENTS, SDIST_SHA256, pytestconfig, tmp_path_factory)
+    return framework_tests("openai-agents", OPENAI_AGENTS, SDIST_SHA256, pytestconfig, tmp_path_factory)
 
 
 def _not_applicable(test: str) -> str | None:
