@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 import snapvc
-from snapvc.store.codec import CODEC_ZSTD_DELTA
+from snapvc.store.codec import CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT
 
 
 def words(seed: int, n: int) -> str:
@@ -70,3 +70,22 @@ def test_appends_to_a_long_list_grow_the_store_by_about_the_new_elements(tmp_pat
         assert sorted(growth)[len(growth) // 2] < 3 * one_message + 600
     with snapvc.open(path, create=False) as repo:
         assert repo.checkout() == state
+
+
+def test_a_reader_loads_a_dictionary_another_client_trained_after_it_looked(tmp_path: Path) -> None:
+    """A format 2 file's frames may name a compression dictionary. A reader that loaded
+    the dictionaries before another client trained a new one reads that client's frames
+    by loading it then, never reporting them corrupt."""
+    path = tmp_path / "dict.snapvc"
+    state = {f"doc{i}": f"Report {i}: " + words(i, 900) for i in range(60)}
+    with snapvc.open(path, format=2) as reader, snapvc.open(path) as writer:
+        reader.commit({"note": words(1000, 200)}, branch="reader")  # the reader loads the dictionaries: none yet
+        written = writer.commit(state, branch="writer")  # large: the writer trains a dictionary and uses it
+        conn = sqlite3.connect(path)
+        try:
+            assert conn.execute("SELECT count(*) FROM dictionaries").fetchone()[0] >= 1, "no dictionary trained"
+            assert codecs(path).get(CODEC_ZSTD_DICT, 0) >= 1, "no frame names a dictionary"
+        finally:
+            conn.close()
+        assert reader.checkout(written.id) == state
+        assert reader.fsck().ok

@@ -265,3 +265,37 @@ def test_a_closing_repository_seals_fast_what_is_too_much_to_seal_well_and_gc_se
         assert [repo.checkout(oid) for oid in ids] == states
         assert repo.fsck().ok
     assert {state for state, _ in rows()} == {packs.SEALED}
+
+
+def test_a_seal_gives_up_when_another_process_appended_to_the_stream_meanwhile(tmp_path: Path) -> None:
+    """A sealer reads a stream whose writer seems gone (stale), compresses it without the
+    lock, and swaps the pack in. The writer comes back meanwhile and appends a block to
+    its stream: the swap must not go ahead (the new block would be left behind a stream
+    that no longer exists, its objects lost); the seal gives up and the stream stays."""
+    now = [1_700_000_000.0]
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path, clock=lambda: now[0]) as writer, snapvc.open(path, clock=lambda: now[0]) as sealer:
+        writer.commit({"step": 0, "text": "first " * 200})
+        writer.commit({"step": 1, "text": "second " * 200})
+        now[0] += packs.STALE_SECONDS + 1  # the writer's open stream looks abandoned
+        store = sealer.backend.objects
+        assert isinstance(store, packs.SqlitePackStore)
+        with sealer.backend.file.lock:
+            plan = store.seal_plan(now[0])
+        assert len(plan) == 1
+        appended: list[snapvc.Commit] = []
+
+        def writer_comes_back() -> bool:  # called while the sealer compresses, holding no lock
+            if not appended:
+                appended.append(writer.commit({"step": 2, "text": "third " * 200}))
+            return False
+
+        swapped = store.seal(plan[0], writer_comes_back)
+        assert appended and not swapped
+        conn = sqlite3.connect(path)
+        blocks = conn.execute("SELECT count(*) FROM packs WHERE stream = ?", (plan[0][0],)).fetchone()[0]
+        conn.close()
+        assert blocks == 3  # the stream as the writer left it, its appended block included
+    with snapvc.open(path) as repo:
+        assert repo.checkout(appended[0].id) == {"step": 2, "text": "third " * 200}
+        assert repo.fsck().ok

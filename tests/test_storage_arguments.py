@@ -45,6 +45,36 @@ def test_a_memory_repository_keeps_the_durability_it_is_opened_with() -> None:
     assert repo.durability == "batch"
 
 
+# SQLite's ``PRAGMA synchronous`` values: what each durability mode promises rests on them
+# (FULL: every commit fsynced; NORMAL: the log fsynced at checkpoints; OFF: never).
+_SYNCHRONOUS = {"sync": 2, "normal": 1, "batch": 0}
+
+
+@pytest.mark.parametrize("mode", ["sync", "normal", "batch"])
+@pytest.mark.parametrize("format", [2, 3])
+def test_each_durability_mode_sets_sqlite_synchronous_on_the_connection_that_commits(tmp_path: Path, mode: str,
+                                                                                     format: int) -> None:
+    """Opened in a mode, or switched to it: the setting SQLite applies to the commits of
+    the connection that writes them is the mode's (``sync``: FULL, each commit fsynced)."""
+    path = tmp_path / "modes.snapvc"
+
+    def applied(repo: snapvc.Repository) -> int:
+        value: int = repo.backend.file.conn.execute("PRAGMA synchronous").fetchone()[0]
+        return value
+
+    with snapvc.open(path, durability=mode, format=format) as repo:
+        repo.commit({"step": 0})
+        assert repo.durability == mode and applied(repo) == _SYNCHRONOUS[mode]
+    with snapvc.open(path, create=False, durability=mode) as repo:
+        assert applied(repo) == _SYNCHRONOUS[mode]
+        repo.commit({"step": 1})
+        assert applied(repo) == _SYNCHRONOUS[mode]
+        for other in _SYNCHRONOUS:
+            repo.durability = other
+            repo.commit({"step": other})
+            assert repo.durability == other and applied(repo) == _SYNCHRONOUS[other]
+
+
 def test_a_frame_decoded_without_its_base_or_dictionary_is_refused_naming_the_object() -> None:
     data = b"the same words, again and again; " * 40
     base_id = ObjectId(b"\x02" * 32)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -116,6 +116,13 @@ class Backend(ABC):
     def transaction(self) -> AbstractContextManager[None]:
         """One atomic write (SQLite), one locked section (memory), one pack and its ref
         writes (S3): what is written inside lands together, objects before refs."""
+
+    def consistent_read(self) -> AbstractContextManager[None]:
+        """A section whose reads see the repository in one state, as no write was made
+        meanwhile (fsck: a ref that moved while it read is no damage). An SQLite file
+        gives one read transaction; the memory backend, its lock. Here (S3) there is no
+        such read: the reader orders its reads instead (``snapvc.maintenance.fsck``)."""
+        return nullcontext()
 
     @abstractmethod
     def gc_epoch(self) -> int:

@@ -163,8 +163,8 @@ class _Graph:
             self.bad[oid] = ("corrupt", f"{what} {child} is {found}, not {'a commit' if commit else 'a state node'}")
 
 
-def _read_all(repo: Versioned, progress: Progress) -> _Graph:
-    graph = _Graph()
+def _read_all(repo: Versioned, progress: Progress, graph: _Graph | None = None) -> _Graph:
+    graph = graph if graph is not None else _Graph()
     raw = repo.backend.objects
     store = open_object_store(raw)
     ids: list[ObjectId] = _storage_read(graph, "the list of objects", lambda: list(raw.iter_ids()), [])
@@ -343,23 +343,51 @@ class _Walk:
                     waiting.append((child, path, offset + label[1]))
 
 
+def _ref_moved(repo: Versioned, name: str, oid: ObjectId, reflog: bool) -> bool:
+    """Whether ref ``name`` (its reflog, with ``reflog``), read again, no longer names
+    ``oid``: it moved (or the entry expired) while fsck read, which is no damage. (Within
+    one snapshot it reads the same, and says no.)"""
+    try:
+        if reflog:
+            return all(oid not in (entry.new, entry.old) for entry in repo.refs.reflog(name))
+        return repo.refs.get(name) != oid
+    except (*_STORAGE_ERRORS, SnapvcError):
+        return False  # a damaged ref: reported as read
+
+
 def fsck(repo: Versioned, progress: Progress = no_progress) -> FsckReport:
-    """Check everything (see the module docstring)."""
+    """Check everything (see the module docstring).
+
+    Everything is read in one consistent read (``Backend.consistent_read``: one read
+    transaction of an SQLite file), so writers and a gc beside it are never taken for
+    damage. Where there is none (S3), the refs and the reflog are read first, then the
+    objects and commits: a writer stores a commit and its objects before it moves a ref
+    to it, so whatever a ref read first names is in the listing read after; and a ref
+    naming a commit not stored is read again before it is reported (a gc beside may have
+    removed what the ref named before it moved)."""
+    with repo.backend.consistent_read():
+        return _fsck(repo, progress)
+
+
+def _fsck(repo: Versioned, progress: Progress) -> FsckReport:
     started = time.perf_counter()
-    graph = _read_all(repo, progress)
-    problems: list[Problem] = [Problem("storage", None, text) for text in _integrity(repo)]
-    roots: dict[str, list[ObjectId]] = {}
+    graph = _Graph()
     refs: dict[str, ObjectId] = _storage_read(graph, "the refs", lambda: repo.refs.list(""), {}, "bad-ref")
     _storage_read(graph, "HEAD", lambda: repo.refs.get_symbolic("HEAD"), None, "bad-ref")
+    names: list[str] = _storage_read(graph, "the reflog", repo.refs.reflog_names, [], "bad-ref")
+    reflogs: dict[str, list[ReflogEntry]] = {
+        name: _storage_read(graph, f"the reflog of {name}", functools.partial(repo.refs.reflog, name), [], "bad-ref")
+        for name in names}
+    _read_all(repo, progress, graph)
+    problems: list[Problem] = [Problem("storage", None, text) for text in _integrity(repo)]
+    roots: dict[str, list[ObjectId]] = {}
     for name, oid in refs.items():
         roots.setdefault(name, []).append(oid)
         problem = _not_a_commit(repo, graph, oid)
-        if problem is not None:
+        if problem is not None and not _ref_moved(repo, name, oid, reflog=False):
             problems.append(Problem("bad-ref", oid, f"ref {name} names {oid}, {problem}", (name,)))
     reflog_entries = 0
-    names: list[str] = _storage_read(graph, "the reflog", repo.refs.reflog_names, [], "bad-ref")
-    for name in names:
-        entries: list[ReflogEntry] = _storage_read(graph, f"the reflog of {name}", functools.partial(repo.refs.reflog, name), [], "bad-ref")
+    for name, entries in reflogs.items():
         for n, entry in enumerate(entries):
             reflog_entries += 1
             for moved in (entry.new, entry.old):
@@ -368,7 +396,7 @@ def fsck(repo: Versioned, progress: Progress = no_progress) -> FsckReport:
                 oid = moved
                 roots.setdefault(f"{name}@{{reflog}}", []).append(oid)
                 problem = _not_a_commit(repo, graph, oid)
-                if problem is not None:
+                if problem is not None and not _ref_moved(repo, name, oid, reflog=True):
                     problems.append(Problem("bad-ref", oid, f"reflog entry {name}@{{{n}}} ({entry.reason!r}) names "
                                             f"{oid}, {problem}", (f"{name}@{{{n}}}",)))
     everything = _Walk(graph)  # one walk from every root: what is reached at all
@@ -429,6 +457,11 @@ def salvage(repo: Versioned, folder: str | Path, progress: Progress = no_progres
     whole when every object its state reaches is present and sound."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
+    with repo.backend.consistent_read():  # as fsck's: what it saves is one state of the repository
+        return _salvage(repo, out, progress)
+
+
+def _salvage(repo: Versioned, out: Path, progress: Progress) -> SalvageResult:
     graph = _read_all(repo, progress)
     damaged_below: dict[ObjectId, bool] = {}
 

@@ -32,6 +32,12 @@ class MemoryBackend(Backend):
         with self._lock:
             yield
 
+    @contextmanager
+    def consistent_read(self) -> Iterator[None]:
+        """Under the lock every write takes: no write lands while the reads inside run."""
+        with self._lock:
+            yield
+
     def gc_epoch(self) -> int:
         return self._gc_epoch
 

@@ -70,6 +70,12 @@ class SqliteBackend(Backend):
         with self.file.transaction():
             yield
 
+    @contextmanager
+    def consistent_read(self) -> Iterator[None]:
+        """One read transaction of the file (``SqliteFile.snapshot``)."""
+        with self.file.snapshot():
+            yield
+
     def gc_epoch(self) -> int:
         stored = self.file.get_meta("gc_epoch")
         if stored is not None and not (type(stored) is str and stored.isascii() and stored.isdigit()):

@@ -76,6 +76,8 @@ WAL_BYTES = 256 << 10
 # The write-ahead log may outgrow WAL_BYTES while a background checkpoint runs; past this,
 # the next commit folds it in itself.
 WAL_MAX_BYTES = 4 * WAL_BYTES
+# How long a statement waits for another connection's lock before it fails (ms).
+BUSY_TIMEOUT_MS = 30000
 # SQLite's default limit on bound variables per statement is 32766; stay well below.
 BATCH = 500
 
@@ -195,7 +197,7 @@ class SqliteFile:
                 c.execute("PRAGMA auto_vacuum=INCREMENTAL")
         c.execute("PRAGMA journal_mode=WAL")
         c.execute(f"PRAGMA synchronous={SYNCHRONOUS[self.durability]}")
-        c.execute("PRAGMA busy_timeout=30000")
+        c.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         # The write-ahead log is folded into the file by a background thread once it holds
         # WAL_BYTES (see ``_Checkpointer``), not by the commit that crosses the mark, and is
         # truncated back to that size, so the store on disk is never much larger than what
@@ -269,6 +271,34 @@ class SqliteFile:
             except sqlite3.Error as exc:
                 raise RepositoryError(f"{str(self.path)!r}: {what} cannot be read: {exc}") from None
 
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction, under the lock: every read inside (refs, reflog, packs,
+        the commit index, ``meta``), whichever store makes it, sees the file as it was
+        when the snapshot began, never a write another connection committed meanwhile
+        (WAL mode: writers go on beside it). For fsck, which must not take a ref that
+        moved while it read for damage. Inside a write transaction, that transaction is
+        the snapshot. Writers of this process wait for the lock until it ends."""
+        with self.lock:
+            c = self.conn
+            if c.in_transaction:
+                yield c
+                return
+            try:
+                c.execute("BEGIN")
+                # A deferred transaction takes its snapshot at its first read: now (a
+                # read of the file's header only, which every open has read already).
+                c.execute("PRAGMA schema_version").fetchone()
+            except sqlite3.Error as exc:
+                if c.in_transaction:
+                    c.execute("ROLLBACK")
+                raise RepositoryError(f"{str(self.path)!r}: cannot start a read: {exc}") from None
+            try:
+                yield c
+            finally:
+                if c.in_transaction:
+                    c.execute("ROLLBACK")  # a read: nothing to keep
+
     def damaged(self, rows: dict[str, str], readable: object = None) -> DamagedRowsError:
         """The error for rows of this file holding values of the wrong type or size."""
         return DamagedRowsError(str(self.path), rows, readable)
@@ -322,8 +352,16 @@ class SqliteFile:
         if size >= WAL_MAX_BYTES:
             # Writes outran the background checkpoints: fold the log in here, once. (Not
             # during one of ours: SQLite runs one checkpoint at a time, and would refuse.)
+            # Without waiting: a long reader (an fsck's snapshot) keeps the log from
+            # being reset, and a commit must not wait for it (SQLite would wait the busy
+            # timeout, on every commit while the reader lasts); what can be copied is,
+            # and a later commit resets the log.
             with self.lock, self._checkpointer.running if self._checkpointer is not None else nullcontext():
-                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                self.conn.execute("PRAGMA busy_timeout=0")
+                try:
+                    self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                finally:
+                    self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         elif size >= WAL_BYTES:
             if self._checkpointer is None:
                 self._checkpointer = _Checkpointer(self.path)
