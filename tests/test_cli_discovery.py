@@ -23,6 +23,8 @@ import pytest
 
 import snapvc
 
+pytestmark = pytest.mark.slow  # every test runs the command line in subprocesses
+
 NOBODY = 65534
 
 
