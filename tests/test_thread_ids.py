@@ -109,6 +109,12 @@ def test_threads_round_trip_odd_ids_and_refuse_lone_surrogates(repo: snapvc.Repo
             repo.thread("t", namespace=bad)
         with pytest.raises(InvalidRefNameError):
             repo.thread(ODD_IDS[0]).fork(bad)
+        with pytest.raises(InvalidArgumentError) as refused:
+            repo.thread("t", session=bad)
+        _refused(refused, bad)
+        with pytest.raises(InvalidArgumentError) as refused:
+            repo.session(bad)
+        _refused(refused, bad)
 
 
 def test_openai_sessions_round_trip_odd_ids_and_refuse_lone_surrogates(repo: snapvc.Repository) -> None:

@@ -122,6 +122,8 @@ class Thread:
         self.id = thread_id
         self.namespace = namespace
         self.branch = thread_branch(thread_id, namespace)
+        if session is not None:
+            _check_text(session, "session")
         self.session = session
         defaults = dict(metadata or {})
         if session is not None:
@@ -321,6 +323,7 @@ class Session:
     their checkpoints. Get one with ``repo.session(session_id)``."""
 
     def __init__(self, repo: Versioned, session_id: str) -> None:
+        _check_text(session_id, "session_id")
         self.repo = repo
         self.id = session_id
 
@@ -358,6 +361,18 @@ class Session:
             if thread.branch not in deleted:
                 deleted += [b for b in thread.delete() if b not in deleted]
         return deleted
+
+
+def _check_text(value: object, argument: str) -> None:
+    """Refuse a session id that is no str, or holds a lone surrogate (no commit's
+    metadata can hold it)."""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(argument, f"a {argument} is a str, got {type(value).__name__}: {value!r}")
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(argument, f"{argument} {value!r} is no Unicode text: it holds a lone surrogate at "
+                                             f"position {exc.start}") from None
 
 
 def _span(versions: list[int]) -> str:
