@@ -20,9 +20,13 @@ agent_id, step, status …           ``Thread`` (``session=``, ``metadata=``)
 Escaping: a thread id or namespace keeps ASCII letters, digits, ``-``, ``_`` and ``.``;
 every other character (``/`` and ``%`` included) becomes ``%XX`` for each byte of its
 UTF-8 form, as in a URL, and so does a ``.`` where a ref name may not have one (at the
-start, doubled, at the end, before ``lock`` at the end). So ``"run-001"`` is the
+start, doubled, at the end, before ``lock`` at the end), and so do a thread id's
+leading ``-`` and the ``H`` of a thread id ``HEAD`` (git's branch names). So ``"run-001"`` is the
 branch ``run-001``, ``"run 1/a"`` is ``run%201%2Fa``, and namespace ``"child:1"`` of
-thread ``t`` is ``t/child%3A1``. ``parse_thread_branch`` reverses it.
+thread ``t`` is ``t/child%3A1``. ``parse_thread_branch`` reverses it. An id holding a
+lone surrogate (not Unicode text, so no UTF-8 and no branch) is refused where it enters
+with ``InvalidRefNameError``; a branch whose escapes are not UTF-8 (``x%FF``, made by
+hand) is no thread: listings pass over it.
 
 A session groups threads: the session of a thread is the ``session_id`` of its latest
 checkpoint. Deleting a thread or a session deletes branches only: their commits stay
@@ -45,7 +49,7 @@ from snapvc.agent.state import Checkpoint, State
 if TYPE_CHECKING:
     from snapvc.repository.roles import Versioned
 
-__all__ = ["Session", "Thread", "parse_thread_branch", "thread_branch", "threads_of", "delete_thread"]
+__all__ = ["Session", "Thread", "escape_id", "parse_thread_branch", "thread_branch", "threads_of", "delete_thread"]
 
 SESSION_KEY: Final = "session_id"
 NAMESPACE_KEY: Final = "namespace"
@@ -53,33 +57,52 @@ _KEEP = re.compile(r"[A-Za-z0-9_.-]")
 _ESCAPED = re.compile(r"(?:%[0-9A-F]{2})+")
 
 
-def _escape(text: str, what: str) -> str:
+def escape_id(text: str, what: str) -> str:
+    """``text`` escaped as one part of a branch name (see the module notes), for the
+    ``what`` an error names; ``InvalidRefNameError`` for an empty or non-str id, or one
+    holding a lone surrogate."""
     if not isinstance(text, str) or not text:
         raise InvalidRefNameError(repr(text), f"a {what} is a non-empty str")
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidRefNameError(text, f"a {what} is Unicode text; this one holds a lone surrogate at "
+                                    f"position {exc.start}, which has no UTF-8 form") from None
     out = "".join(ch if _KEEP.fullmatch(ch) else "".join(f"%{b:02X}" for b in ch.encode()) for ch in text)
     # The dots a ref name may not hold: leading, doubled, trailing, and ".lock" at the end.
     out = re.sub(r"\.(?=\.)|^\.|\.$|\.(?=lock$)", "%2E", out)
     return out
 
 
-def _unescape(text: str) -> str:
-    return _ESCAPED.sub(lambda m: bytes.fromhex(m.group(0).replace("%", "")).decode(), text)
+def _unescape(text: str, branch: str) -> str:
+    def decoded(match: re.Match[str]) -> str:
+        try:
+            return bytes.fromhex(match.group(0).replace("%", "")).decode()
+        except UnicodeDecodeError:
+            raise InvalidRefNameError(branch, f"{match.group(0)!r} is not UTF-8, so no thread id escapes to it") from None
+    return _ESCAPED.sub(decoded, text)
 
 
 def thread_branch(thread_id: str, namespace: str = "") -> str:
     """The branch that holds the checkpoints of ``thread_id`` in ``namespace`` (see the
     module notes): ``thread_branch("run-001") == "run-001"``."""
-    branch = _escape(thread_id, "thread id")
+    branch = escape_id(thread_id, "thread id")
+    # What git refuses as a branch name though every character is one a ref may hold.
+    if branch.startswith("-"):
+        branch = "%2D" + branch[1:]
+    elif branch == "HEAD":
+        branch = "%48EAD"
     if namespace:
-        branch += "/" + _escape(namespace, "namespace")
+        branch += "/" + escape_id(namespace, "namespace")
     return branch
 
 
 def parse_thread_branch(branch: str) -> tuple[str, str]:
     """(thread id, namespace) of a branch: the inverse of ``thread_branch``. A branch
-    made by hand with a ``/`` in it reads as thread and namespace alike."""
+    made by hand with a ``/`` in it reads as thread and namespace alike; one whose
+    escapes are not UTF-8 (``x%FF``) raises ``InvalidRefNameError``."""
     thread, _, namespace = branch.partition("/")
-    return _unescape(thread), _unescape(namespace)
+    return _unescape(thread, branch), _unescape(namespace, branch)
 
 
 class Thread:
@@ -99,6 +122,8 @@ class Thread:
         self.id = thread_id
         self.namespace = namespace
         self.branch = thread_branch(thread_id, namespace)
+        if session is not None:
+            _check_text(session, "session")
         self.session = session
         defaults = dict(metadata or {})
         if session is not None:
@@ -298,6 +323,7 @@ class Session:
     their checkpoints. Get one with ``repo.session(session_id)``."""
 
     def __init__(self, repo: Versioned, session_id: str) -> None:
+        _check_text(session_id, "session_id")
         self.repo = repo
         self.id = session_id
 
@@ -337,6 +363,18 @@ class Session:
         return deleted
 
 
+def _check_text(value: object, argument: str) -> None:
+    """Refuse a session id that is no str, or holds a lone surrogate (no commit's
+    metadata can hold it)."""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(argument, f"a {argument} is a str, got {type(value).__name__}: {value!r}")
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(argument, f"{argument} {value!r} is no Unicode text: it holds a lone surrogate at "
+                                             f"position {exc.start}") from None
+
+
 def _span(versions: list[int]) -> str:
     if not versions:
         return "none"
@@ -353,7 +391,10 @@ def threads_of(repo: Versioned, session: str | None = None) -> list[Thread]:
             found = repo.get_commit(tip).metadata.get(SESSION_KEY)
             if found != session:
                 continue
-        thread_id, namespace = parse_thread_branch(branch)
+        try:
+            thread_id, namespace = parse_thread_branch(branch)
+        except InvalidRefNameError:
+            continue  # escapes no id makes (x%FF): no thread, and no reason to fail the listing
         thread = Thread(repo, thread_id, namespace, session=found)
         if thread.branch == branch:  # a branch thread_branch would not make is no thread
             out.append(thread)

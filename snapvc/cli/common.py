@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -52,7 +53,12 @@ def find_repo(start: Path) -> Path | None:
     """The ``*.snapvc`` file in ``start`` or the nearest folder above it that has one,
     stopping below any folder listed in ``SNAPVC_CEILING_DIRECTORIES`` (``:``-separated,
     like git's). Two or more in that folder: a usage error listing them, since choosing
-    one (the first by name) would act on a repository the person may not have meant."""
+    one (the first by name) would act on a repository the person may not have meant.
+
+    The one found must be safe to use unnamed (``_check_trusted``): another user could
+    otherwise plant one in a shared parent folder (``/tmp``) and receive what is
+    committed below it. One that is not stops the search with a usage error saying how
+    to trust it."""
     ceilings = {Path(p).resolve() for p in os.environ.get("SNAPVC_CEILING_DIRECTORIES", "").split(os.pathsep) if p}
     for folder in (start, *start.parents):
         if folder in ceilings:
@@ -63,8 +69,47 @@ def find_repo(start: Path) -> Path | None:
             raise click.UsageError(f"{len(found)} repositories in {folder}: {names}; choose one with --repo PATH "
                                    "(or $SNAPVC_REPO)")
         if found:
+            _check_trusted(found[0])
             return found[0]
     return None
+
+
+def _check_trusted(path: Path) -> None:
+    """Refuse a repository found by searching (not named) that another user owns (the
+    file, or a symbolic link to it), or that lies in a folder every user may write to
+    (there another user could replace it, or plant the ``-wal`` file SQLite reads
+    beside it), unless ``SNAPVC_SAFE_DIRECTORIES`` trusts it. As git's
+    ``safe.directory``: the owner must be the effective user (root included), or the
+    user ``sudo`` ran as (``SUDO_UID``)."""
+    if _trusted(path) or not hasattr(os, "geteuid"):  # Windows: no owner to compare (git asks the ACL)
+        return
+    me = os.geteuid()
+    mine = {me}
+    if me == 0 and os.environ.get("SUDO_UID", "").isdigit():
+        mine.add(int(os.environ["SUDO_UID"]))
+    how = (f"snapvc uses it only when named: pass --repo {shlex.quote(str(path))}, or trust it with "
+           f"SNAPVC_SAFE_DIRECTORIES={shlex.quote(str(path))} (':'-separated repository files or folders; '*' trusts all)")
+    try:
+        owners = {os.lstat(path).st_uid, os.stat(path).st_uid}
+        folder = os.stat(path.parent)
+    except OSError as exc:
+        raise click.UsageError(f"repository {path} found by searching cannot be checked ({exc.strerror}); {how}") from None
+    others = sorted(owners - mine)
+    if others:
+        raise click.UsageError(f"repository {path} found by searching is owned by another user (uid {others[0]}), not "
+                               f"by you (uid {me}); {how}")
+    if folder.st_mode & stat.S_IWOTH:
+        raise click.UsageError(f"repository {path} found by searching is in {path.parent}, a folder every user may "
+                               f"write to; {how}")
+
+
+def _trusted(path: Path) -> bool:
+    """Whether ``SNAPVC_SAFE_DIRECTORIES`` lists ``path``, its folder, or ``*``."""
+    listed = [p for p in os.environ.get("SNAPVC_SAFE_DIRECTORIES", "").split(os.pathsep) if p]
+    if "*" in listed:
+        return True
+    here = {os.path.abspath(path), os.path.abspath(path.parent), str(path.resolve()), str(path.resolve().parent)}
+    return any(os.path.abspath(p) in here or str(Path(p).resolve()) in here for p in listed)
 
 
 def open_repo(path: str | None) -> snapvc.Repository:
@@ -85,7 +130,7 @@ def repo_command(fn: F) -> F:
     fn = click.option("--json", "as_json", is_flag=True, help="print one JSON document (machine-readable)")(fn)
     fn = click.option("--repo", "repo_path", metavar="PATH", envvar="SNAPVC_REPO",
                       help="the repository: a file or s3://bucket/prefix (default: $SNAPVC_REPO, else the "
-                           "nearest *.snapvc in this folder or above)")(fn)
+                           "nearest *.snapvc in this folder or above, if you own it)")(fn)
     return fn
 
 

@@ -2,7 +2,9 @@
 
 Every command takes ``--repo`` (default: ``$SNAPVC_REPO``, else the nearest ``*.snapvc``
 file, looking in the working directory and then upwards, like git;
-``SNAPVC_CEILING_DIRECTORIES`` stops the search as ``GIT_CEILING_DIRECTORIES`` does) and
+``SNAPVC_CEILING_DIRECTORIES`` stops the search as ``GIT_CEILING_DIRECTORIES`` does; one
+found that another user owns is used only when named or listed in
+``SNAPVC_SAFE_DIRECTORIES``, as git's ``safe.directory``) and
 ``--json``. Exit codes: 0 on success, 1 when a merge (revert, cherry-pick) stopped on
 conflicts, ``fsck`` found damage, or ``diff --exit-code`` found differences (a plain
 ``diff`` exits 0 either way, as git's does), 2 on bad usage or input and on every error, the system's too (a missing folder, a full disk,

@@ -61,10 +61,10 @@ from pydantic_core import PydanticSerializationError
 from typing_extensions import override
 
 from snapvc.agent.state import State
-from snapvc.agent.threads import parse_thread_branch, thread_branch
+from snapvc.agent.threads import escape_id, parse_thread_branch
 from snapvc.api import Repository
 from snapvc.api import open as open_repository
-from snapvc.errors import InvalidArgumentError, RefConflictError, SnapvcError, UnsupportedValueError
+from snapvc.errors import InvalidArgumentError, InvalidRefNameError, RefConflictError, SnapvcError, UnsupportedValueError
 from snapvc.ids import ObjectId
 from snapvc.objects import Commit
 from snapvc.refs.names import HEADS
@@ -111,9 +111,18 @@ def _escaped(value: object, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidArgumentError(what, f"an ADK {what} is a non-empty str, got {value!r}")
     try:
-        return thread_branch(value)
+        return escape_id(value, what)
     except SnapvcError as exc:
         raise InvalidArgumentError(what, f"ADK {what} {value!r} cannot name a branch: {exc}") from None
+
+
+def _decodes(escaped: str) -> bool:
+    """Whether ``escaped`` (one part of a branch name) reads back as an id."""
+    try:
+        parse_thread_branch(escaped)
+    except InvalidRefNameError:
+        return False
+    return True
 
 
 def _app_root(app_name: str) -> str:
@@ -405,8 +414,8 @@ class SnapvcSessionService(BaseSessionService):
                                         limit=None if want is None else want - len(found.sessions) + 2)
             for name, tip in names.items():
                 user, sep, rest = name[len(HEADS + root):].partition("/")
-                if not sep or "/" in rest:
-                    continue  # +app, or a branch made by hand
+                if not sep or "/" in rest or not _decodes(user) or not _decodes(rest):
+                    continue  # +app, or a branch made by hand (x%FF escapes no id)
                 if rest == USER_STATE:
                     found.user_tips[user] = tip
                 elif "+" not in rest:

@@ -53,13 +53,14 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from snapvc.agent.threads import SESSION_KEY, thread_branch
+from snapvc.agent.threads import SESSION_KEY, escape_id, thread_branch
 from snapvc.aio import AsyncRepository
 from snapvc.api import Repository
 from snapvc.api import open as open_repository
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.encoding.splice import SeqEdit, TreeSplicer
-from snapvc.errors import ExtraMissingError, InvalidArgumentError, PathError, RefConflictError, RepositoryError, UnknownRevisionError
+from snapvc.errors import (ExtraMissingError, InvalidArgumentError, InvalidRefNameError, PathError, RefConflictError,
+                           RepositoryError, UnknownRevisionError)
 from snapvc.ids import ObjectId
 from snapvc.objects import Commit
 
@@ -78,12 +79,20 @@ _T = TypeVar("_T")
 def session_branch(session_id: str, prefix: str = BRANCH_PREFIX) -> str:
     """The branch of session ``session_id``: ``openai-agents/<session_id>``, with every
     character a branch name may not hold escaped (see ``snapvc.thread_branch``).
-    ``InvalidArgumentError`` (naming the id) for an id that is not a non-empty str."""
+    ``InvalidArgumentError`` (naming the id) for an id that is not a non-empty str, or
+    that holds a lone surrogate (no UTF-8 form, so no branch name)."""
     if not isinstance(session_id, str) or not session_id:
         raise InvalidArgumentError("session_id", f"a session id is a non-empty str, not {session_id!r}")
     if not isinstance(prefix, str) or not prefix:
         raise InvalidArgumentError("prefix", f"a branch prefix is a non-empty str, not {prefix!r}")
-    return thread_branch(prefix, session_id)
+    try:
+        escape_id(session_id, "session id")
+    except InvalidRefNameError as exc:
+        raise InvalidArgumentError("session_id", f"session id {session_id!r} cannot name a branch: {exc}") from None
+    try:
+        return thread_branch(prefix, session_id)
+    except InvalidRefNameError as exc:
+        raise InvalidArgumentError("prefix", f"branch prefix {prefix!r} cannot name a branch: {exc}") from None
 
 
 class SnapvcSession:

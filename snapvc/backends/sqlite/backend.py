@@ -34,8 +34,7 @@ class SqliteIdMap:
             raise InvalidArgumentError("name", f"an id map's name is a lowercase identifier, not {name!r}")
         self.file = file
         self.table = name
-        with file.transaction() as c:
-            c.execute(f"CREATE TABLE IF NOT EXISTS {name} (id BLOB PRIMARY KEY, sha BLOB NOT NULL)")
+        file.make_tables([f"CREATE TABLE IF NOT EXISTS {name} (id BLOB PRIMARY KEY, sha BLOB NOT NULL)"])
 
     def get_many(self, ids: Sequence[bytes]) -> dict[bytes, bytes]:
         found: dict[bytes, bytes] = {}

@@ -123,9 +123,7 @@ class SqliteCommitIndex:
         self.file = file
         self._clock = clock
         self._lean = file.format >= PACKS_FORMAT
-        with file.transaction() as c:
-            for statement in LEAN_SCHEMA if self._lean else _SCHEMA:
-                c.execute(statement)
+        file.make_tables(LEAN_SCHEMA if self._lean else _SCHEMA)
 
     # Ages apart from the commits: snapvc versions that know no ages keep writing
     # ``commits`` as before (their commits count as old). Only commits without a ref have

@@ -20,6 +20,14 @@ mode       SQLite synchronous    what survives
                                  power loss may lose recent commits or, rarely, damage
                                  the file: for bulk imports and throwaway runs
 =========  ====================  =====================================================
+
+A file this process may not write (on a read-only file system, such as a backup snapshot
+or a read-only mount; not writable by this user; in a folder where SQLite cannot keep its
+write-ahead log) is opened read-only (SQLite's ``mode=ro``): everything reads, and every
+write is refused with a ``RepositoryError`` saying why. Where SQLite cannot make the
+``-shm`` file it reads a log with, and no log holds changes, the file is read as it is
+(``immutable=1``); a log holding changes it cannot read is refused with that reason, never
+read past.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import sqlite3
 import stat
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -109,6 +118,36 @@ def _file_kind(mode: int) -> str:
     return "not a regular file"
 
 
+def _read_only_reason(path: Path) -> str | None:
+    """Why this process may not write the repository file at ``path``, or None if it may."""
+    try:
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+    except (AttributeError, OSError):  # no statvfs (Windows): the checks below decide
+        pass
+    if not _may_write(path):
+        return "this user may not write the file"
+    if (why := _unwritable_folder(path.parent)) is not None and not all(
+            _may_write(Path(f"{path}{end}")) for end in ("-wal", "-shm")):
+        return f"its folder {why}, and SQLite keeps its write-ahead log there"
+    return None
+
+
+def _unwritable_folder(folder: Path) -> str | None:
+    """Why files cannot be made in ``folder``, or None if they can."""
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "is on a read-only file system"
+    except (AttributeError, OSError):
+        pass
+    return None if _may_write(folder, os.W_OK | os.X_OK) else "may not be written by this user"
+
+
+def _may_write(path: Path, mode: int = os.W_OK) -> bool:
+    effective = os.access in os.supports_effective_ids
+    return os.access(path, mode, effective_ids=effective)
+
+
 class SqliteFile:
     """One open snapvc SQLite file, shared by the stores that live in it."""
 
@@ -123,18 +162,24 @@ class SqliteFile:
         self.format = format
         self.path = Path(path)
         self.durability = durability
+        # Why this process may not write the file (see the module notes), or None.
+        self.read_only: str | None = None
         exists = self.path.exists()
         if not exists and not create:
             raise RepositoryNotFoundError(f"no snapvc repository at {str(self.path)!r}")
         if exists:
             self._check_foreign_file(create)
+            self.read_only = _read_only_reason(self.path)
         elif not self.path.parent.exists():
             raise RepositoryFolderError(f"cannot create {str(self.path)!r}: folder {str(self.path.parent)!r} does not exist")
         elif not self.path.parent.is_dir():
             raise RepositoryFolderError(f"cannot create {str(self.path)!r}: {str(self.path.parent)!r} is a file, not a folder")
+        elif (why := _unwritable_folder(self.path.parent)) is not None:
+            raise RepositoryFolderError(f"cannot create {str(self.path)!r}: folder {str(self.path.parent)!r} {why}")
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, so write order is explicit.
         try:
-            self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
+            self.conn = self._connect_read_only() if self.read_only else sqlite3.connect(
+                str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
         except sqlite3.Error as exc:  # no permission to the file or its folder, and the like
             raise RepositoryError(f"cannot open {str(self.path)!r}: {exc}") from None
         self.lock = threading.RLock()
@@ -151,6 +196,33 @@ class SqliteFile:
         except BaseException:  # refused (a newer format, a damaged one): not left open
             self.conn.close()
             raise
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A read-only connection (``mode=ro``); ``immutable=1`` where SQLite cannot make
+        the ``-shm`` file beside the file and no write-ahead log holds changes."""
+        uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30.0)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            # No -shm file, and none can be made: CANTOPEN on a read-only file system,
+            # READONLY_DIRECTORY (or READONLY_CANTINIT) in a folder the user may not write.
+            code = getattr(exc, "sqlite_errorcode", 0)
+            if code != sqlite3.SQLITE_CANTOPEN and code & 0xFF != sqlite3.SQLITE_READONLY:
+                raise
+        try:
+            logged = os.stat(self._wal_path).st_size
+        except FileNotFoundError:
+            logged = 0
+        if logged:
+            raise RepositoryError(
+                f"{str(self.path)!r} cannot be read: {self.read_only}, and its write-ahead log {self._wal_path!r} holds "
+                f"changes not yet in the file, which SQLite reads only with {str(self.path) + '-shm'!r}, which it cannot "
+                f"make there; copy the file with its -wal file to a folder you may write, and open the copy")
+        return sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None, check_same_thread=False,
+                               timeout=30.0)
 
     def _check_foreign_file(self, create: bool) -> None:
         """Refuse what is not a snapvc file before SQLite touches it: a folder; a pipe, a
@@ -184,9 +256,10 @@ class SqliteFile:
             raise NotARepositoryError(
                 f"{str(self.path)!r} is an SQLite file of another application (application_id {app_id:#x})"
             )
-        if app_id != APPLICATION_ID and not create:
+        if app_id != APPLICATION_ID and (not create or self.read_only):
             # An empty database: it becomes a repository only when creation was asked for.
-            raise NotARepositoryError(f"{str(self.path)!r} is an empty SQLite database, not a snapvc repository")
+            made = f" (and it cannot be made one: {self.read_only})" if create else ""
+            raise NotARepositoryError(f"{str(self.path)!r} is an empty SQLite database, not a snapvc repository{made}")
         if not existed or not has_tables:
             page_size = PACKS_PAGE_SIZE if self._new_format >= PACKS_FORMAT else PAGE_SIZE
             c.execute(f"PRAGMA page_size={page_size}")  # fixed once the file has pages
@@ -195,7 +268,8 @@ class SqliteFile:
                 # free go back to the file system (``release_free_pages``), not kept as
                 # free space inside the file.
                 c.execute("PRAGMA auto_vacuum=INCREMENTAL")
-        c.execute("PRAGMA journal_mode=WAL")
+        if not self.read_only:
+            c.execute("PRAGMA journal_mode=WAL")
         c.execute(f"PRAGMA synchronous={SYNCHRONOUS[self.durability]}")
         c.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         # The write-ahead log is folded into the file by a background thread once it holds
@@ -308,9 +382,22 @@ class SqliteFile:
             c.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                       (key, value))
 
+    def make_tables(self, statements: Iterable[str]) -> None:
+        """Run a store's ``CREATE ... IF NOT EXISTS`` statements, in one write; in a file
+        opened read-only, none: its tables are there, or a read of one that is not says so."""
+        if self.read_only:
+            return
+        with self.transaction() as c:
+            for statement in statements:
+                c.execute(statement)
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction (BEGIN IMMEDIATE); nested uses join the outer one."""
+        """A write transaction (BEGIN IMMEDIATE); nested uses join the outer one. A
+        ``RepositoryError`` saying why in a file opened read-only."""
+        if self.read_only:
+            raise RepositoryError(f"{str(self.path)!r} is open read-only ({self.read_only}): it can be read, "
+                                  f"not written; nothing was written")
         with self.lock:
             if self._depth:
                 self._depth += 1

@@ -31,12 +31,11 @@ class SqliteObjectStore:
     def __init__(self, file: SqliteFile, clock: Callable[[], float] = time.time) -> None:
         self.file = file
         self._clock = clock
-        with file.transaction() as c:
-            c.execute(
-                "CREATE TABLE IF NOT EXISTS objects (id BLOB PRIMARY KEY, data BLOB NOT NULL, mtime INTEGER NOT NULL)"
-            )
+        file.make_tables([
+            "CREATE TABLE IF NOT EXISTS objects (id BLOB PRIMARY KEY, data BLOB NOT NULL, mtime INTEGER NOT NULL)",
             # Compression dictionaries (snapvc.store.codec): few, never changed.
-            c.execute("CREATE TABLE IF NOT EXISTS dictionaries (number INTEGER PRIMARY KEY, data BLOB NOT NULL)")
+            "CREATE TABLE IF NOT EXISTS dictionaries (number INTEGER PRIMARY KEY, data BLOB NOT NULL)",
+        ])
 
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
         out: dict[ObjectId, bytes] = {}

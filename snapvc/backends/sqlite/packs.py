@@ -200,9 +200,7 @@ class SqlitePackStore:
     def __init__(self, file: SqliteFile, clock: Callable[[], float] = time.time) -> None:
         self.file = file
         self._clock = clock
-        with file.transaction() as c:
-            for statement in _SCHEMA:
-                c.execute(statement)
+        file.make_tables(_SCHEMA)
         self._where: dict[bytes, tuple[int, int, int]] = {}  # id -> (block, offset in stream, length)
         self._blocks: dict[int, _Block] = {}
         self._streams: dict[int, list[int]] = {}  # stream -> its blocks' numbers, in order

@@ -101,10 +101,8 @@ class SqliteRefStore:
         self.file = file
         self._clock = clock
         self._lean = file.format >= PACKS_FORMAT
-        with file.transaction() as c:
-            # The lean reflog links to rows of the commit index: its table is there too.
-            for statement in (*_LEAN_SCHEMA, *LEAN_COMMITS_SCHEMA) if self._lean else _SCHEMA:
-                c.execute(statement)
+        # The lean reflog links to rows of the commit index: its table is there too.
+        file.make_tables((*_LEAN_SCHEMA, *LEAN_COMMITS_SCHEMA) if self._lean else _SCHEMA)
 
     def get(self, name: str) -> ObjectId | None:
         check_full_ref_name(name)
