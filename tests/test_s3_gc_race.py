@@ -127,6 +127,56 @@ def test_content_brought_back_while_gc_removes_it_stays_readable(s3_url: str, wo
         assert reader.fsck().ok
 
 
+def _sweep_before_the_ref_moves(writer: snapvc.Repository, sweep: Callable[[], Any]) -> list[Any]:
+    """Run ``sweep`` once inside the writer's next commit, after it compared the gc epoch
+    and just before its ref moves: the gap no lock on S3 closes. Returns what it returned."""
+    refs = writer.refs
+    original = refs.compare_and_swap
+    done: list[Any] = []
+
+    def compare_and_swap(*args: Any, **kwargs: Any) -> bool:
+        if not done:
+            done.append(sweep())
+        return original(*args, **kwargs)
+
+    refs.compare_and_swap = compare_and_swap  # type: ignore[method-assign]
+    return done
+
+
+@pytest.mark.parametrize("taught_by", ["its-own-commit", "a-checkout"])
+def test_a_writer_does_not_rely_on_its_encode_cache_once_another_client_moved_the_branch(
+        s3_url: str, taught_by: str) -> None:
+    """A writer's encode cache knows a document as stored: by its own commit of it on the
+    branch, which another client then reset, or by checking out a commit of a branch
+    another client then deleted. The document is old and unreachable, and a gc at the
+    minimum grace removes it while the writer commits it again: that commit must not name
+    the removed copy (the cache describes no commit the branch holds)."""
+    clock = Clock()
+    doc = document("d", 12_000)  # chunks of a long string: many objects the cache knows
+    with (snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as writer,
+          snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as other):
+        start = writer.commit({"step": 0})
+        if taught_by == "its-own-commit":
+            writer.commit({"step": 1, "notes": doc})
+            other.reset("main", to=start.id)
+            state = {"step": 2, "notes": doc}  # the same str object: its encoding is cached
+        else:
+            side = writer.commit({"step": 1, "notes": doc}, branch="side")
+            state = writer.checkout(side.id)  # teaches main's encode cache (HEAD's branch)
+            other.delete_branch("side")
+            state["step"] = 2
+        clock.now += 10 * MINUTE.min_grace  # the document is long unreachable and old
+        with snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as cleaner:
+            reports = _sweep_before_the_ref_moves(
+                writer, lambda: cleaner.gc(grace=MINUTE.min_grace, reflog_expiry=0))
+            made = writer.commit(state)
+        assert reports and reports[0].removed_objects  # the old copy of the document did go
+        assert made.parents == (start.id,)
+    with snapvc.open(s3_url, create=False, gc_timing=MINUTE) as reader:
+        assert reader.checkout(made.id) == {"step": 2, "notes": doc}
+        assert reader.fsck().ok
+
+
 def test_a_sweep_keeps_what_was_stored_again_since_it_read_the_ages(s3_url: str) -> None:
     """Another client uploads an object again after the sweep judged it old: the new copy
     stays, the old one goes."""
