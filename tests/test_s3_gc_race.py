@@ -177,6 +177,40 @@ def test_a_writer_does_not_rely_on_its_encode_cache_once_another_client_moved_th
         assert reader.fsck().ok
 
 
+def test_the_encode_cache_is_reused_without_a_request_while_it_holds_the_branch_tip(s3_url: str) -> None:
+    """The rule above costs nothing while the cache came from the parent or an ancestor of
+    it: the next commit sends the change only, with the requests of any commit; after
+    another client reset the branch, the state is encoded and sent afresh, once."""
+    clock = Clock()
+    doc = document("e", 12_000)
+    with (snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as writer,
+          snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as other):
+        first = writer.commit({"step": 0})
+        writer.commit({"step": 1, "notes": doc})
+        stored = len(new_pack_entries(writer, set()))
+
+        def sent(state: dict[str, Any]) -> tuple[int, dict[str, int]]:
+            """Objects and requests of a commit of ``state``, made when every stored byte is
+            older than the reuse window (nothing is reused for being recent)."""
+            clock.now += 2 * MINUTE.reuse_window
+            before, stats = pack_keys(writer), writer.backend.s3_stats.copy()
+            writer.commit(state)
+            requests = (writer.backend.s3_stats - stats).requests
+            return len(new_pack_entries(writer, before)), requests
+
+        objects, requests = sent({"step": 2, "notes": doc})  # the cache holds the tip: reused
+        assert objects == 1 and requests["PUT"] == 2 and not requests.get("LIST")  # the root; the pack, the ref
+        assert requests.get("GET", 0) <= 2  # the tip (and the gc epoch, read once a second)
+        state = writer.checkout("main~1")  # an ancestor of the tip: its encodings may be reused
+        state["step"] = 3
+        assert sent(state)[0] == 1
+        other.reset("main", to=first.id)
+        objects, requests = sent({"step": 4, "notes": doc})  # reset by another client: afresh
+        assert objects >= stored - 2 > 10 and not requests.get("LIST")
+        assert sent({"step": 5, "notes": doc})[0] == 1  # and then the cache holds the tip again
+        assert writer.checkout("main") == {"step": 5, "notes": doc}
+
+
 def test_a_sweep_keeps_what_was_stored_again_since_it_read_the_ages(s3_url: str) -> None:
     """Another client uploads an object again after the sweep judged it old: the new copy
     stays, the old one goes."""

@@ -353,6 +353,8 @@ class RepositoryCore:
                 with self.backend.transaction():
                     # The one read of the epoch a commit makes: a sweep since the caches
                     # were built (here or in another process) may have deleted what they name.
+                    # Where sweeps run beside writers (S3) a sweep may still run after it;
+                    # what the commit relies on is kept by other rules (``_may_rely_on``).
                     if self.backend.gc_epoch() != self._gc_epoch:
                         raise _SweptMeanwhile
                     self.store.put_many([(oid, data) for oid, data in objects.items() if oid not in present],
