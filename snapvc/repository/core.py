@@ -392,14 +392,15 @@ class RepositoryCore:
 
     def _may_rely_on(self, cache: EncodeCache, parents: tuple[ObjectId, ...]) -> bool:
         """Whether a commit with ``parents`` may reuse what ``cache`` names without storing
-        it: where a gc sweeps beside writers (S3), only when all of it is part of the
-        parents, so that a gc keeps it for as long as the branch holds the parent (``snapvc.backends.s3.packs``,
-        "gc beside writers", case 3). It is when each commit the cache's encodings came
-        from (``EncodeCache.sources``) is a parent or an ancestor of one. Not so after
-        another client reset the branch, or when the state was checked out of a commit
-        the branch does not reach: the state is then encoded afresh, and what it holds is
-        uploaded unless its bytes are recent. In the usual case (the cache holds the
-        branch's tip, which this writer stored or checked out) this costs no read."""
+        it. Where a gc sweeps beside writers (S3), only when all of it is part of the
+        parents, so that a gc keeps it while the branch holds the parent
+        (``snapvc.backends.s3.packs``, "gc beside writers", case 3): when each commit the
+        cache's encodings came from (``EncodeCache.sources``) is a parent or an ancestor
+        of one. Not so after another client reset the branch, or when the state was
+        checked out of a commit the branch does not reach: the state is then encoded
+        afresh, and what it holds is uploaded unless its bytes are recent. In the usual
+        case (the cache holds the branch's tip, which this writer stored or checked out)
+        this costs no read."""
         if not self.backend.sweeps_beside_writers:
             return True  # a sweep excludes writers: the gc epoch checked inside the commit suffices
         left = cache.sources - set(parents)
@@ -416,7 +417,9 @@ class RepositoryCore:
                     if p not in seen:
                         seen.add(p)
                         left.discard(p)
-                        if self.get_commit(p, walking=True).generation > floor:  # lower ones have none of ``left`` above them
+                        # A commit's ancestors have lower generations: none of ``left`` is
+                        # above one at or below the floor.
+                        if self.get_commit(p, walking=True).generation > floor:
                             waiting.append(p)
         except UnknownRevisionError:  # a source is gone (a gc removed it): so may be what it held
             return False
