@@ -127,6 +127,90 @@ def test_content_brought_back_while_gc_removes_it_stays_readable(s3_url: str, wo
         assert reader.fsck().ok
 
 
+def _sweep_before_the_ref_moves(writer: snapvc.Repository, sweep: Callable[[], Any]) -> list[Any]:
+    """Run ``sweep`` once inside the writer's next commit, after it compared the gc epoch
+    and just before its ref moves: the gap no lock on S3 closes. Returns what it returned."""
+    refs = writer.refs
+    original = refs.compare_and_swap
+    done: list[Any] = []
+
+    def compare_and_swap(*args: Any, **kwargs: Any) -> bool:
+        if not done:
+            done.append(sweep())
+        return original(*args, **kwargs)
+
+    refs.compare_and_swap = compare_and_swap  # type: ignore[method-assign]
+    return done
+
+
+@pytest.mark.parametrize("taught_by", ["its-own-commit", "a-checkout"])
+def test_a_writer_does_not_rely_on_its_encode_cache_once_another_client_moved_the_branch(
+        s3_url: str, taught_by: str) -> None:
+    """A writer's encode cache knows a document as stored: by its own commit of it on the
+    branch, which another client then reset, or by checking out a commit of a branch
+    another client then deleted. The document is old and unreachable, and a gc at the
+    minimum grace removes it while the writer commits it again: that commit must not name
+    the removed copy (the cache describes no commit the branch holds)."""
+    clock = Clock()
+    doc = document("d", 12_000)  # chunks of a long string: many objects the cache knows
+    with (snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as writer,
+          snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as other):
+        start = writer.commit({"step": 0})
+        if taught_by == "its-own-commit":
+            writer.commit({"step": 1, "notes": doc})
+            other.reset("main", to=start.id)
+            state = {"step": 2, "notes": doc}  # the same str object: its encoding is cached
+        else:
+            side = writer.commit({"step": 1, "notes": doc}, branch="side")
+            state = writer.checkout(side.id)  # teaches main's encode cache (HEAD's branch)
+            other.delete_branch("side")
+            state["step"] = 2
+        clock.now += 10 * MINUTE.min_grace  # the document is long unreachable and old
+        with snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as cleaner:
+            reports = _sweep_before_the_ref_moves(
+                writer, lambda: cleaner.gc(grace=MINUTE.min_grace, reflog_expiry=0))
+            made = writer.commit(state)
+        assert reports and reports[0].removed_objects  # the old copy of the document did go
+        assert made.parents == (start.id,)
+    with snapvc.open(s3_url, create=False, gc_timing=MINUTE) as reader:
+        assert reader.checkout(made.id) == {"step": 2, "notes": doc}
+        assert reader.fsck().ok
+
+
+def test_the_encode_cache_is_reused_without_a_request_while_it_holds_the_branch_tip(s3_url: str) -> None:
+    """The rule above costs nothing while the cache came from the parent or an ancestor of
+    it: the next commit sends the change only, with the requests of any commit; after
+    another client reset the branch, the state is encoded and sent afresh, once."""
+    clock = Clock()
+    doc = document("e", 12_000)
+    with (snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as writer,
+          snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as other):
+        first = writer.commit({"step": 0})
+        writer.commit({"step": 1, "notes": doc})
+        stored = len(new_pack_entries(writer, set()))
+
+        def sent(state: dict[str, Any]) -> tuple[int, dict[str, int]]:
+            """Objects and requests of a commit of ``state``, made when every stored byte is
+            older than the reuse window (nothing is reused for being recent)."""
+            clock.now += 2 * MINUTE.reuse_window
+            before, stats = pack_keys(writer), writer.backend.s3_stats.copy()
+            writer.commit(state)
+            requests = (writer.backend.s3_stats - stats).requests
+            return len(new_pack_entries(writer, before)), requests
+
+        objects, requests = sent({"step": 2, "notes": doc})  # the cache holds the tip: reused
+        assert objects == 1 and requests["PUT"] == 2 and not requests.get("LIST")  # the root; the pack, the ref
+        assert requests.get("GET", 0) <= 2  # the tip (and the gc epoch, read once a second)
+        state = writer.checkout("main~1")  # an ancestor of the tip: its encodings may be reused
+        state["step"] = 3
+        assert sent(state)[0] == 1
+        other.reset("main", to=first.id)
+        objects, requests = sent({"step": 4, "notes": doc})  # reset by another client: afresh
+        assert objects >= stored - 2 > 10 and not requests.get("LIST")
+        assert sent({"step": 5, "notes": doc})[0] == 1  # and then the cache holds the tip again
+        assert writer.checkout("main") == {"step": 5, "notes": doc}
+
+
 def test_a_sweep_keeps_what_was_stored_again_since_it_read_the_ages(s3_url: str) -> None:
     """Another client uploads an object again after the sweep judged it old: the new copy
     stays, the old one goes."""
@@ -273,5 +357,180 @@ def test_gc_in_a_loop_beside_two_writers_at_the_minimum_grace_loses_nothing(s3_u
             except snapvc.SnapvcError as exc:
                 unreadable.append(f"{hex_id[:12]}: {exc}")
         assert not unreadable, f"{len(unreadable)} of {len(commits)} commits lost: {unreadable[:3]}"
+        report = reader.fsck()
+        assert report.ok, report
+
+
+# -- gc in a loop beside writers whose branches another client resets ----------------------
+
+# Every process here runs on one clock, time.time() sped up SPEED times from a common
+# start: an agent that thinks for a second between steps is, on this clock, idle for much
+# longer than the grace, as agents between steps often are for longer than 30 minutes.
+# The bounds hold on it: one machine (no skew), and a write takes well under a second
+# of real time, under half of ``longest_write``.
+SPEED = 20.0
+FAST = GcTiming(reuse_window=1.0, longest_write=10.0, clock_skew=0.0)
+RESET_SECONDS = 12.0
+THINKING = 0.6  # real seconds between a writer's steps
+RESET_PAUSE = 0.4  # real seconds between two resets
+RESET_STEPS = 40
+RESET_GC_RUNS = 400
+
+
+class FastClock:
+    """time.time() sped up ``SPEED`` times from ``start``: the same in every process."""
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+
+    def __call__(self) -> float:
+        return self.start + (time.time() - self.start) * SPEED
+
+
+_RESET_WRITER = textwrap.dedent(
+    """
+    import random, sys, time
+    import snapvc
+    from tests.test_s3_gc_race import FAST, FastClock, document
+
+    url, agent, start, seconds, max_steps, pause = (sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]),
+                                                    int(sys.argv[5]), float(sys.argv[6]))
+    rnd = random.Random(agent)
+    repo = snapvc.open(url, clock=FastClock(start), gc_timing=FAST)
+    branch = f"agents/{agent}"
+    state = {"messages": [], "step": 0}
+    print("ready", flush=True)
+    sys.stdin.readline()
+    ends = time.monotonic() + seconds
+    step = 0
+    while time.monotonic() < ends and step < max_steps:
+        state["messages"].append({"role": "assistant", "content": f"{agent} {step} " + "x" * rnd.randrange(200, 900)})
+        state["step"] = step
+        while True:
+            try:
+                commit = repo.commit(state, branch=branch, message=f"step {step}", metadata={"step": step})
+                break
+            except snapvc.RefConflictError:  # the resetting client moved the branch meanwhile
+                pass
+        print("commit", commit.id.hex, flush=True)
+        if step == 0:
+            # A long memory kept from the second commit on, the same str each step: its
+            # encoding comes from the encode cache. The first commit, where the resets
+            # take the branch back to, does not hold it.
+            state["memory"] = document(f"{agent}-memory", 12_000)
+        step += 1
+        time.sleep(pause)
+    repo.close()
+    print("done", flush=True)
+    """
+)
+
+# A client that moves the writers' branches back, as a person or a supervisor undoing an
+# agent's steps would: to the branch's first commit, or a few steps back.
+_RESETTER = textwrap.dedent(
+    """
+    import random, sys, time
+    import snapvc
+    from tests.test_s3_gc_race import FAST, FastClock
+
+    url, start, seconds, pause, branches = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5:]
+    rnd = random.Random("resetter")
+    repo = snapvc.open(url, clock=FastClock(start), gc_timing=FAST)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    ends = time.monotonic() + seconds
+    resets = 0
+    while time.monotonic() < ends:
+        time.sleep(pause)
+        branch = rnd.choice(branches)
+        try:
+            chain = [c.id for c in repo.log(branch)]
+        except snapvc.UnknownRevisionError:  # not there yet
+            continue
+        # The tip it moves away from was returned by a commit: it reads whole (read by a
+        # new client, whose caches hold nothing read before a sweep).
+        with snapvc.open(url, create=False, clock=FastClock(start), gc_timing=FAST) as fresh:
+            try:
+                fresh.checkout(chain[0])
+            except snapvc.SnapvcError as exc:
+                print("lost", chain[0].hex, exc, flush=True)
+        to = chain[-1] if rnd.random() < 0.7 else chain[min(len(chain) - 1, rnd.randrange(1, 5))]
+        try:
+            repo.reset(branch, to=to)
+            resets += 1
+        except snapvc.RefConflictError:  # moved meanwhile
+            pass
+    repo.close()
+    print("resets", resets, flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+def test_gc_in_a_loop_beside_writers_whose_branches_another_client_resets_loses_nothing(s3_url: str) -> None:
+    """Two writers commit on their branches, idle between steps for longer than the
+    grace, while another client moves their branches back and gc runs at the minimum
+    grace: a writer's next commit goes on the older tip, with an encode cache holding
+    content that only the commits reset away hold, and that gc finds old and unreachable.
+    Each tip the resetting client moves away from reads whole, and so does every commit
+    a ref still reaches at the end, each writer's last one included (commits reset away
+    may go afterwards: nothing reaches them)."""
+    snapvc.open(s3_url).close()
+    start = time.time()
+    branches = ["agents/w0", "agents/w1"]
+    commands = [[_RESET_WRITER, s3_url, f"w{i}", repr(start), str(RESET_SECONDS), str(RESET_STEPS), str(THINKING)]
+                for i in range(2)]
+    # The resets stop before the writers do: what they commit on the tips left is checked.
+    commands.append([_RESETTER, s3_url, repr(start), str(RESET_SECONDS - 3 * THINKING), str(RESET_PAUSE), *branches])
+    processes = [subprocess.Popen([sys.executable, "-c", *command], cwd=ROOT, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for command in commands]
+    runs = removed = stopped = 0
+    try:
+        for p in processes:
+            assert p.stdout is not None
+            line = p.stdout.readline()
+            assert line == "ready\n", line + (p.stderr.read() if p.stderr else "")
+        for p in processes:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        with snapvc.open(s3_url, clock=FastClock(start), gc_timing=FAST) as cleaner:
+            ends = time.monotonic() + RESET_SECONDS + 60
+            while any(p.poll() is None for p in processes) and runs < RESET_GC_RUNS and time.monotonic() < ends:
+                try:
+                    removed += len(cleaner.gc(grace=FAST.min_grace, reflog_expiry=0).removed_objects)
+                except RepositoryError as exc:
+                    # A commit that lost its race to a reset stays stored, unreferenced, and
+                    # gc keeps it while it is young; when a sweep had removed its parent
+                    # (unreachable and old), gc stops for that while, deleting nothing.
+                    assert str(exc).startswith("gc stopped before deleting anything"), exc
+                    stopped += 1
+                runs += 1
+        outputs = [p.communicate(timeout=120) for p in processes]
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, (_, err) in zip(processes, outputs, strict=True):
+        assert p.returncode == 0, err
+    resets = int(outputs[-1][0].split("resets")[-1])
+    lost = [line for line in outputs[-1][0].splitlines() if line.startswith("lost ")]
+    assert not lost, f"{len(lost)} tips found unreadable before a reset: {lost[:3]}"
+    made = [line.split()[1] for out, _ in outputs[:-1] for line in out.splitlines() if line.startswith("commit ")]
+    assert runs - stopped >= 3 and removed and resets >= 5, (runs, stopped, removed, resets)
+    with snapvc.open(s3_url, create=False, gc_timing=FAST) as reader:
+        reachable = {c.id.hex for c in reader.log(list(reader.branches().values()))}
+        kept = [hex_id for hex_id in made if hex_id in reachable]
+        assert {reader.resolve(b).hex for b in branches} <= set(kept), branches  # the writers' last commits
+        print(f"\n{runs} gc runs ({stopped} stopped) at the minimum grace beside 2 writers and {resets} resets of "
+              f"their branches removed {removed} objects; checking the {len(kept)} of {len(made)} commits still reached")
+        unreadable = []
+        for hex_id in kept:
+            try:
+                reader.checkout(hex_id)
+            except snapvc.SnapvcError as exc:
+                unreadable.append(f"{hex_id[:12]}: {exc}")
+        assert not unreadable, f"{len(unreadable)} of {len(kept)} commits lost: {unreadable[:3]}"
         report = reader.fsck()
         assert report.ok, report

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from snapvc.errors import InvalidArgumentError, UnsupportedOperationError
 from snapvc.ids import ObjectId
@@ -101,6 +101,12 @@ class UpgradeResult:
 class Backend(ABC):
     """The stores of one location and what spans them. ``objects``, ``refs`` and
     ``commits`` may be replaced after opening (a ``FaultyStore`` around ``objects``)."""
+
+    #: Whether a gc sweep may run while a write is under way (S3: nothing excludes
+    #: writers). Then a write may rely on what it did not upload only as the rules of
+    #: ``snapvc.backends.s3.packs`` ("gc beside writers") allow; where a sweep excludes
+    #: every writer (one transaction), the gc epoch checked inside the write suffices.
+    sweeps_beside_writers: ClassVar[bool] = False
 
     def __init__(self, location: str, objects: RawObjectStore, refs: RefStore, commits: CommitIndex, *,
                  durability: str = "normal") -> None:

@@ -227,9 +227,15 @@ class EncodeCache:
     never reused while its entry lives. ``commit()`` keeps what the last encoding used;
     ``discard()`` forgets what a failed commit added, so the cache never points at
     objects that were not stored.
+
+    ``sources`` are the ids of the stored states (commits) whose objects hold everything
+    the cache names: what the next commit reuses from it without storing is part of
+    them. Its owner keeps it (``snapvc.repository.core``: the commit it stored last, and
+    the ones loaded since); empty while the cache names nothing.
     """
 
     def __init__(self) -> None:
+        self.sources: set[Any] = set()
         self.old: dict[int, CacheEntry] = {}
         self.new: dict[int, CacheEntry] = {}
         # the entries of the state loaded last (``seed``), until the next commit: kept

@@ -71,6 +71,11 @@ _GC_RETRIES = 3
 _MAX_BRANCH_CACHES = 8
 _PREFETCH_COMMITS = 256
 _MAX_CACHED_COMMITS = 200_000
+# Where a gc sweeps beside writers: the most commits an encode cache's encodings may come
+# from (its last commit and the states loaded since), and the most commits walked to find
+# them among a new commit's ancestors (``RepositoryCore._may_rely_on``).
+_MAX_CACHE_SOURCES = 4
+_ANCESTRY_WALK = 256
 
 
 def _default_author() -> str:
@@ -316,16 +321,16 @@ class RepositoryCore:
             raise InvalidCommitError("date", f"must be an aware datetime (with a time zone), not {date!r}")
         with self.write_lock:
             tip = self.refs.get(ref) if ref is not None else None
-            cache = self._encode_cache(ref if ref is not None else "")
+            if parents is None:
+                parents = (tip,) if tip is not None else ()
+            else:
+                parents = tuple(self.resolve(p) for p in parents)
+            expected = parents[0] if parents else None
+            if ref is not None and expected != tip:  # the caller built on a tip that has moved since
+                raise RefConflictError(ref, expected, tip)
+            cache = self._encode_cache(ref if ref is not None else "", parents)
             encoder = Encoder(cache, self.loader)
             try:
-                if parents is None:
-                    parents = (tip,) if tip is not None else ()
-                else:
-                    parents = tuple(self.resolve(p) for p in parents)
-                expected = parents[0] if parents else None
-                if ref is not None and expected != tip:  # the caller built on a tip that has moved since
-                    raise RefConflictError(ref, expected, tip)
                 tree = encoder.encode_root(state, dirty_paths)
                 generation = 1 + max((self.get_commit(p).generation for p in parents), default=0)
                 commit, _ = Commit.create(
@@ -348,6 +353,8 @@ class RepositoryCore:
                 with self.backend.transaction():
                     # The one read of the epoch a commit makes: a sweep since the caches
                     # were built (here or in another process) may have deleted what they name.
+                    # Where sweeps run beside writers (S3) a sweep may still run after it;
+                    # what the commit relies on is kept by other rules (``_may_rely_on``).
                     if self.backend.gc_epoch() != self._gc_epoch:
                         raise _SweptMeanwhile
                     self.store.put_many([(oid, data) for oid, data in objects.items() if oid not in present],
@@ -364,19 +371,59 @@ class RepositoryCore:
                 self.store.forget(encoder.objects)  # nothing of a failed commit stays cached
                 raise
             cache.commit()
+            # Everything the cache names is now part of this commit: what it reused was
+            # part of its parents (``_encode_cache``), and the rest it stored.
+            cache.sources = {commit.id}
             self._cache_commits([commit])
             for oid, data in objects.items():
                 self.loader.cache.put(oid, data)
             return commit
 
-    def _encode_cache(self, ref: str) -> EncodeCache:
+    def _encode_cache(self, ref: str, parents: tuple[ObjectId, ...] | None = None) -> EncodeCache:
+        """The encode cache of ``ref``; a new, empty one when the commit being made with
+        ``parents`` may not rely on it (``_may_rely_on``)."""
         cache = self._encode_caches.pop(ref, None)
-        if cache is None:
+        if cache is None or (parents is not None and not self._may_rely_on(cache, parents)):
             cache = EncodeCache()
         self._encode_caches[ref] = cache  # most recently used last
         while len(self._encode_caches) > _MAX_BRANCH_CACHES:
             del self._encode_caches[next(iter(self._encode_caches))]
         return cache
+
+    def _may_rely_on(self, cache: EncodeCache, parents: tuple[ObjectId, ...]) -> bool:
+        """Whether a commit with ``parents`` may reuse what ``cache`` names without storing
+        it. Where a gc sweeps beside writers (S3), only when all of it is part of the
+        parents, so that a gc keeps it while the branch holds the parent
+        (``snapvc.backends.s3.packs``, "gc beside writers", case 3): when each commit the
+        cache's encodings came from (``EncodeCache.sources``) is a parent or an ancestor
+        of one. Not so after another client reset the branch, or when the state was
+        checked out of a commit the branch does not reach: the state is then encoded
+        afresh, and what it holds is uploaded unless its bytes are recent. In the usual
+        case (the cache holds the branch's tip, which this writer stored or checked out)
+        this costs no read."""
+        if not self.backend.sweeps_beside_writers:
+            return True  # a sweep excludes writers: the gc epoch checked inside the commit suffices
+        left = cache.sources - set(parents)
+        if not left:
+            return True
+        try:
+            floor = min(self.get_commit(oid, walking=True).generation for oid in left)
+            seen = set(parents)
+            waiting = [p for p in parents if self.get_commit(p, walking=True).generation > floor]
+            walked = 0
+            while waiting and left and walked < _ANCESTRY_WALK:
+                walked += 1
+                for p in self.get_commit(waiting.pop(), walking=True).parents:
+                    if p not in seen:
+                        seen.add(p)
+                        left.discard(p)
+                        # A commit's ancestors have lower generations: none of ``left`` is
+                        # above one at or below the floor.
+                        if self.get_commit(p, walking=True).generation > floor:
+                            waiting.append(p)
+        except UnknownRevisionError:  # a source is gone (a gc removed it): so may be what it held
+            return False
+        return not left
 
     def check_stored(self, oid: ObjectId, ref: str | None) -> None:
         """Raise unless commit ``oid`` is stored here: its fields in the commit index,
@@ -535,24 +582,31 @@ class RepositoryCore:
         branch = None
         if isinstance(rev, str) and ref_name_problem(HEADS + rev) is None and self.refs.get(HEADS + rev) is not None:
             branch = HEADS + rev
-        self._seed(branch, commit.tree, state)
+        self._seed(branch, commit, state)
         return state
 
     def load_state(self, commit_id: ObjectId, ref: str) -> dict[str, Any]:
         """The state of commit ``commit_id`` as a fresh dict, taught to ``ref``'s encode
         cache (``State`` loads its working copy so)."""
-        tree = self.get_commit(commit_id).tree
-        state: dict[str, Any] = self.loader.materialize(tree)
-        self._seed(ref, tree, state)
+        commit = self.get_commit(commit_id)
+        state: dict[str, Any] = self.loader.materialize(commit.tree)
+        self._seed(ref, commit, state)
         return state
 
-    def _seed(self, ref: str | None, tree: ObjectId, state: dict[str, Any]) -> None:
+    def _seed(self, ref: str | None, commit: Commit, state: dict[str, Any]) -> None:
         """Teach the encode cache of ``ref`` (default: HEAD's branch, where a commit of
-        ``state`` goes by default) what ``state``, just materialized from ``tree``, is
-        stored as: the next commit of it, changed, costs the change (see
-        ``snapvc.encoding.seed``)."""
+        ``state`` goes by default) what ``state``, just materialized from ``commit``'s
+        tree, is stored as: the next commit of it, changed, costs the change (see
+        ``snapvc.encoding.seed``), if ``commit`` is that commit's parent or an ancestor
+        of it (``_may_rely_on``)."""
         with self.write_lock:
-            Seeder(self.loader, self._encode_cache(ref or self.branch_ref(None))).seed(bytes(tree), state)
+            key = ref or self.branch_ref(None)
+            cache = self._encode_cache(key)
+            if self.backend.sweeps_beside_writers and commit.id not in cache.sources:
+                if len(cache.sources) >= _MAX_CACHE_SOURCES:  # a cache taught by many states: start again
+                    cache = self._encode_caches[key] = EncodeCache()
+                cache.sources.add(commit.id)
+            Seeder(self.loader, cache).seed(bytes(commit.tree), state)
 
     def snapshot(self, rev: str | ObjectId = "HEAD") -> MapView:
         """A lazy, read-only view of the state at ``rev``: reading one key loads only the

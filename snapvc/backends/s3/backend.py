@@ -53,6 +53,7 @@ class S3Backend(Backend):
 
     objects: S3ObjectStore
     refs: S3RefStore
+    sweeps_beside_writers = True  # nothing on S3 excludes writers from a gc's sweep
 
     def __init__(self, location: str, client: S3Client, packs: Packs, refs: S3RefStore, *,
                  durability: str = "normal") -> None:

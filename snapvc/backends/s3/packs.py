@@ -56,6 +56,13 @@ put — to its last ref move; a ``deferred()`` block, a push or a clone is one w
   a commit reuses through the encoder's caches (the unchanged parts of the state last
   committed on its branch) is not concerned; the first commit after a restart, or a
   push, finds those parts stored instead, and sends again the ones older than *R*.
+- **A writer reuses its encode cache only on the commits it came from.** What a commit
+  takes from its branch's encode cache without storing it (values, tree nodes, the
+  delta bases of new frames) is part of the commits the cache learnt it from
+  (``EncodeCache.sources``: the writer's last commit there, states checked out since).
+  It takes them only when each is a parent of the new commit or an ancestor of one
+  (``RepositoryCore._may_rely_on``, before encoding; ``Backend.sweeps_beside_writers``);
+  otherwise, as after another client reset the branch, it encodes the state afresh.
 - **gc removes only what stayed old.** It plans at time *plan* (its clock), keeps what
   refs, young reflog entries and young commits reach, reads the refs again just before
   it deletes, then lists the packs once more and removes from the packs of that listing
@@ -76,17 +83,23 @@ started after ``plan - D`` (true time), and X is, for C, one of:
 2. bytes stored before that the write relied on: younger than R on the writer's clock
    when it looked, so aged at least ``plan - D - S - R``, at or above the cutoff when
    ``grace >= R + D + 2S``: that entry stays too;
-3. part of the parent commit the ref held when the write's compare-and-swap won: the
-   ref held it when gc read the refs (so gc marked it), or an earlier write moved the ref
-   there after that, and the same three cases hold for that write, back to a commit gc
-   marked. A new frame's delta base is an object of the parent's state too.
+3. part of a commit the parent reaches (itself or an ancestor), the parent being the
+   commit the ref held when the write's compare-and-swap won: what the encode cache
+   gave (second rule) and a new frame's delta base (named by the cache too), a merge's
+   trees built from its parents. The ref held the parent when gc read the refs (so gc
+   marked it and its ancestors), or an earlier write moved the ref there after that, and
+   the same three cases hold for that write, back to a commit gc marked.
 
-The epoch check of ``Repository.commit`` then drops the caches that name what a sweep
-removed. Not covered (run gc with the writers stopped if you do these): a ref moved to
-an *existing* commit that no ref or young reflog entry reached when gc read them again
-(a reset to an id found in an old log, a ``commit_tree`` commit older than the grace),
-and a push or clone into a repository holding the commits it sends only unreachably
-(they are not sent again).
+The gc epoch is no part of this argument: a writer on S3 reads it at most once a second
+(``S3Backend.gc_epoch``) and compares it before its ref moves, so a sweep may run in
+between. The epoch check of ``Repository.commit`` only drops the caches that name what
+a sweep removed, for the cases below. Not covered (run gc with the writers stopped if
+you do these): a ref moved to an *existing* commit that no ref or young reflog entry
+reached when gc read them again (a reset to an id found in an old log, a
+``commit_tree`` commit older than the grace); a state holding a lazy view of a commit
+the new commit's parents do not reach (``snapshot``, a ``cherry_pick`` from elsewhere),
+committed while a client deletes the ref that reaches it; and a push or clone into a
+repository holding the commits it sends only unreachably (they are not sent again).
 """
 
 from __future__ import annotations
