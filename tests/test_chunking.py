@@ -11,9 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import snapvc
-from snapvc.encoding.writer import Encoder
+from snapvc.encoding.splice import TreeSplicer
+from snapvc.encoding.writer import Encoder, element_encoder
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, COMMIT, MAP, SEQ, TEXT
 
@@ -519,3 +522,34 @@ def test_scattered_changes_to_a_large_map_match_encoding_from_scratch(through_st
             else:
                 tree = repo.get_commit(repo.commit({"m": entries}).id).tree
             assert tree == Encoder().encode_root({"m": dict(entries)}), (seed, step)
+
+
+@st.composite
+def tail_edits(draw: st.DrawFn) -> tuple[list[str], int, int, list[str]]:
+    """A long list, and one splice of it near its end: ``[lo, hi)`` replaced by ``new``
+    (an append when ``lo == hi == len``), where the re-cut leaves run into the last one."""
+    n = draw(st.integers(65, 700))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rnd = random.Random(seed)
+    items = [f"item {i} " + "x" * rnd.randrange(60) for i in range(n)]
+    lo = draw(st.one_of(st.just(n), st.integers(max(0, n - 120), n)))
+    hi = draw(st.integers(lo, min(n, lo + 5)))
+    new = [f"new {seed} {j} " + "y" * rnd.randrange(60) for j in range(draw(st.integers(0 if hi > lo else 1, 40)))]
+    return items, lo, hi, new
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tail_edits())
+def test_a_splice_near_the_end_of_a_list_gives_the_ids_of_a_fresh_encoding(
+        case: tuple[list[str], int, int, list[str]]) -> None:
+    """A merge builds an edited list from its old tree (``TreeSplicer``), reading only the
+    leaves around the edit; the tree must be the one encoding the new list anew gives,
+    also when the first new leaf runs on into the old last leaf (an append, an edit in
+    the leaves before the last)."""
+    items, lo, hi, new = case
+    repo = snapvc.open("memory://")
+    repo.commit({"l": items})
+    splicer = TreeSplicer(repo.loader)
+    view = splicer.seq(repo.snapshot()["l"], [(lo, hi, [splicer.encode(v) for v in new])])
+    expected = [*items[:lo], *new, *items[hi:]]
+    assert view is not None and view.id == element_encoder()(expected)[3:]
