@@ -538,3 +538,26 @@ def test_a_delta_frame_travels_with_its_base_when_nothing_sent_reaches_the_base(
         assert remote.fsck().ok
     with snapvc.open(tmp_path / "remote.snapvc") as reopened:  # read from the file, not a cache
         assert reopened.checkout("main") == state
+
+
+def test_a_push_again_after_a_failed_write_that_trained_a_dictionary(local: snapvc.Repository, tmp_path: Path) -> None:
+    """Into a format 2 file, the objects a push sends are compressed by the destination,
+    which trains its zstd dictionary on the first batch and stores it in that batch's
+    transaction. When the write fails, the dictionary is rolled back with the batch: the
+    next push through the same handle must not compress with it (its frames would name
+    a dictionary that is not stored, and the branch would point at unreadable states)."""
+    state = library_run(local, 3)
+    path = tmp_path / "remote.snapvc"
+    backend = open_backend(str(path), format=2)
+    faulty = FaultyStore(backend.objects)
+    backend.objects = faulty
+    with snapvc.Repository(backend) as remote:
+        faulty.fail_write(1)
+        with pytest.raises(OSError, match="injected write fault"):
+            local.push(remote, "main")
+        assert remote.backend.objects.dictionaries() == {}  # rolled back with the batch
+        faulty.heal()
+        local.push(remote, "main")
+    with snapvc.open(path, create=False) as reopened:
+        assert reopened.checkout("main") == state
+        assert reopened.fsck().ok
