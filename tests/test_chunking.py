@@ -11,9 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import snapvc
-from snapvc.encoding.writer import Encoder
+from snapvc.encoding.splice import TreeSplicer, inner_levels
+from snapvc.encoding.values import new_packer
+from snapvc.encoding.writer import Encoder, element_encoder
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, COMMIT, MAP, SEQ, TEXT
 
@@ -519,3 +523,46 @@ def test_scattered_changes_to_a_large_map_match_encoding_from_scratch(through_st
             else:
                 tree = repo.get_commit(repo.commit({"m": entries}).id).tree
             assert tree == Encoder().encode_root({"m": dict(entries)}), (seed, step)
+
+
+@st.composite
+def tail_edits(draw: st.DrawFn) -> tuple[list[str], str, int, int, list[str]]:
+    """A long list and one splice near its end: an append, or ``[lo, hi)`` replaced by new
+    elements where ``lo``/``hi`` are taken around the end of the second or third leaf
+    from the end (once the list is stored and its leaves known), so that the leaf cut
+    anew there may run on into the last one."""
+    n = draw(st.integers(250, 900))  # 17 to 63 KB in leaves of about 4 KB
+    seed = draw(st.integers(0, 2**32 - 1))
+    rnd = random.Random(seed)
+    items = [f"item {i} " + "x" * rnd.randrange(120) for i in range(n)]
+    where = draw(st.sampled_from(["append", "second leaf from the end", "third leaf from the end"]))
+    before, after = draw(st.integers(0, 3)), draw(st.integers(0, 2))
+    new = [f"new {seed} {j} " + "y" * rnd.randrange(60) for j in range(draw(st.integers(0, 6)))]
+    return items, where, before, after, new
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tail_edits())
+def test_a_splice_near_the_end_of_a_list_gives_the_ids_of_a_fresh_encoding(
+        case: tuple[list[str], str, int, int, list[str]]) -> None:
+    """A merge builds an edited list from its old tree (``TreeSplicer``), reading only the
+    leaves around the edit; the tree must be the one encoding the new list anew gives,
+    also when the leaf cut anew runs on into the old last leaf."""
+    items, where, before, after, new = case
+    repo = snapvc.open("memory://")
+    repo.commit({"l": items})
+    old = repo.snapshot()["l"]
+    levels = inner_levels(repo.loader, SEQ, bytes(old.id), repo.loader.node(old.id)[1], new_packer().pack)
+    assume(len(levels) > 0 and len(levels[0].entries) >= 2)  # at least two leaves (rarely fewer)
+    leaves = levels[0].entries  # as (reference, count)
+    if where == "append":
+        lo = hi = len(items)
+        new = new or ["appended"]
+    else:
+        back = min(len(leaves), 2 if where.startswith("second") else 3)
+        end = sum(count for _, count in leaves[: len(leaves) - back + 1])  # where that leaf ends
+        lo, hi = max(0, end - 1 - before), min(len(items), end + after)  # its last entry goes
+    splicer = TreeSplicer(repo.loader)
+    view = splicer.seq(old, [(lo, hi, [splicer.encode(v) for v in new])])
+    expected = [*items[:lo], *new, *items[hi:]]
+    assert view is not None and view.id == element_encoder()(expected)[3:]

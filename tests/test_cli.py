@@ -410,3 +410,28 @@ def test_the_readme_commands_run_on_the_demo_repository(tmp_path: Path) -> None:
             assert (tmp_path / command[command.index("-o") + 1]).stat().st_size > 0
         else:
             assert done.stdout.strip(), f"{' '.join(command)} printed nothing"
+
+
+def test_a_pull_stopped_by_conflicts_exits_1_and_moves_nothing(tmp_path: Path) -> None:
+    """``snapvc pull`` with conflicts left writes nothing, lists them and exits 1 (a script
+    must not go on as if the branch held the remote's work); decided with --strategy, 0."""
+    with snapvc.open(tmp_path / "hub.snapvc") as hub:
+        hub.commit({"plan": "a", "notes": "shared"})
+    with snapvc.clone(str(tmp_path / "hub.snapvc"), str(tmp_path / "here.snapvc")) as here:
+        here.commit({"plan": "mine", "notes": "shared"}, message="local plan")
+        tip = here.resolve("main")
+    with snapvc.open(tmp_path / "hub.snapvc", create=False) as hub:
+        hub.commit({"plan": "theirs", "notes": "shared"}, message="hub plan")
+    done = run("pull", "--repo", "here.snapvc", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "plan" in done.stdout and "Traceback" not in done.stderr
+    as_json = run("pull", "--repo", "here.snapvc", "--json", cwd=tmp_path)
+    assert as_json.returncode == 1, as_json.stdout + as_json.stderr
+    found = json.loads(as_json.stdout)
+    assert found["ok"] is False and found["commit"] is None and len(found["conflicts"]) == 1
+    with snapvc.open(tmp_path / "here.snapvc", create=False) as here:
+        assert here.resolve("main") == tip
+    decided = run("pull", "--repo", "here.snapvc", "--strategy", "theirs", cwd=tmp_path)
+    assert decided.returncode == 0, decided.stdout + decided.stderr
+    with snapvc.open(tmp_path / "here.snapvc", create=False) as here:
+        assert here.checkout("main") == {"plan": "theirs", "notes": "shared"}

@@ -185,6 +185,28 @@ def test_a_failed_commit_leaves_no_trace_and_the_next_one_works(tmp_path: Path) 
     repo.close()
 
 
+def test_a_dictionary_trained_in_a_failed_commit_is_not_used_after_it(tmp_path: Path) -> None:
+    """A format 2 file's first large commit trains the zstd dictionary its frames are
+    compressed with, and stores it in the commit's transaction. If the commit fails, the
+    dictionary was rolled back with it: the next commit must not compress with it (its
+    frames would name a dictionary that is not stored), nor take the failed commit's
+    objects for stored ones."""
+    rnd = random.Random(SEED)
+    vocabulary = ["agent", "tool", "search", "result", "plan", "source", "claim", "evidence", "draft", "the", "of"]
+    state = {"library": {f"doc-{i}": " ".join(rnd.choice(vocabulary) for _ in range(800)) for i in range(80)}}
+    repo, faulty = _faulty_repo(str(tmp_path / "two.snapvc"), Clock(), format=2)
+    faulty.fail_write(1)
+    with pytest.raises(OSError, match="injected write fault"):
+        repo.commit(state)
+    assert repo.backend.objects.dictionaries() == {}  # rolled back with the commit
+    state["library"]["doc-0"] += " and one more word"
+    made = repo.commit(state)
+    repo.close()
+    with snapvc.open(tmp_path / "two.snapvc", create=False) as fresh:
+        assert fresh.checkout(made.id) == state
+        assert fresh.fsck().ok
+
+
 def test_a_write_fault_during_gc_deletes_nothing(tmp_path: Path) -> None:
     clock = Clock()
     repo, faulty = _faulty_repo(str(tmp_path / "gc.snapvc"), clock)

@@ -285,3 +285,24 @@ def test_commit_dates_come_back_to_the_microsecond(tmp_path: Path) -> None:
     with snapvc.open("memory://") as back:
         back.import_git(tmp_path / "out.git")
         assert back.get_commit(made.id).time == when
+
+
+def test_a_commit_edited_in_git_is_imported_as_edited(repo: snapvc.Repository, tmp_path: Path) -> None:
+    """A commit amended in git keeps the Snapvc-Commit trailer of the snapvc commit it was
+    exported from. Its import back is a new commit holding the edit (reported inexact):
+    the trailer names a commit known here, but not as this git commit."""
+    work = tmp_path / "work"
+    repo.export_git(work, bare=False)
+    exported = git("rev-parse", "main", cwd=work).strip()
+    (work / "scratchpad" / "plan.json").write_text('"edited in git"\n')
+    git("-c", "user.name=Ada", "-c", "user.email=ada@example.org", "commit", "-q", "--amend", "--no-edit", "-a",
+        cwd=work)
+    amended = git("rev-parse", "main", cwd=work).strip()
+    assert amended != exported and f"Snapvc-Commit: {repo.resolve('main').hex}" in git("log", "-1", cwd=work)
+    before = repo.resolve("main")
+    result = repo.import_git(work)
+    assert (result.commits, result.new, result.inexact) == (5, 1, [amended])
+    assert repo.resolve("main") != before
+    assert repo.get_commit(repo.resolve("main")).parents == repo.get_commit(before).parents
+    assert repo.checkout("main")["scratchpad"]["plan"] == "edited in git"
+    assert repo.checkout(before)["scratchpad"]["plan"] == "read"  # the exported commit is as it was

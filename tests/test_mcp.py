@@ -405,6 +405,33 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _listening_addresses(pid: int, port: int) -> set[str]:
+    """The local addresses on which process ``pid`` listens on TCP ``port``, as Linux lists
+    them in /proc/net/tcp and tcp6 (hexadecimal, in the kernel's byte order), found by
+    the inodes of the sockets the process holds."""
+    import ipaddress
+
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = fd.readlink().name
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            address, hex_port = fields[1].split(":")
+            if fields[3] == "0A" and int(hex_port, 16) == port and fields[9] in inodes:  # 0A: LISTEN
+                raw = bytes.fromhex(address)
+                # each 32-bit word is in host (little-endian) order
+                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                found.add(str(ipaddress.ip_address(raw)))
+    return found
+
+
 def test_http_transport_on_localhost(read_repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     port = _free_port()
     with open(tmp_path / "stderr", "w+") as errors:
@@ -429,6 +456,9 @@ def test_http_transport_on_localhost(read_repo: tuple[Path, dict[str, str]], tmp
                 except OSError:
                     assert proc.poll() is None and time.monotonic() < deadline, errors.seek(0) or errors.read()
                     time.sleep(0.1)
+            # This machine only: it listens on the loopback address and no other.
+            if sys.platform == "linux":
+                assert _listening_addresses(proc.pid, port) == {"127.0.0.1"}
             tools, refs = anyio.run(talk)
             assert tools == set(READ_TOOLS)
             assert refs is not None and refs["head"]["commit"] == read_repo[1]["three"]

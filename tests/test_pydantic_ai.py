@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import subprocess
 import sys
@@ -370,3 +371,37 @@ def test_cli_diff_between_two_saves_shows_the_messages(tmp_path: Path) -> None:
     log = subprocess.run([sys.executable, "-m", "snapvc", "--color", "never", "--no-pager", "log", "--oneline",
                           "--repo", str(location), "cli"], capture_output=True, text=True, check=True).stdout
     assert "cli: 4 messages (+2)" in log and "cli: 2 messages (+2)" in log
+
+
+def test_a_record_written_as_new_never_replaces_a_stored_conversation(tmp_path: Path) -> None:
+    """``write_record(..., expected_revision=None)`` means "this conversation is new"
+    (Pydantic AI's ``ConversationStore`` contract): if one is stored under that id, it is
+    a ``ConversationConflict`` and the stored one stays. A fork onto an existing id writes
+    so, and two writers that each found no conversation and create it."""
+    location = tmp_path / "chats.snapvc"
+
+    async def scenario() -> None:
+        with SnapvcConversations(location) as store, SnapvcConversations(location) as other:
+            await store.save(Conversation(conversation_id="a", messages=every_kind()))
+            await store.save(Conversation(conversation_id="b", messages=every_kind()[:2]))
+            tip = store.repo.resolve("b")
+            with pytest.raises(ConversationConflict):
+                await store.fork("a", new_conversation_id="b")
+            assert store.repo.resolve("b") == tip
+            loaded = await store.load("b")
+            assert loaded is not None and loaded.messages == every_kind()[:2] and loaded.conversation_id == "b"
+
+            # Two writers create conversation "c": both found none; the second is refused.
+            assert await store.read_record("c") is None and await other.read_record("c") is None
+            mine = await store.read_record("a")
+            assert mine is not None
+            await store.write_record(dataclasses.replace(mine, conversation_id="c", revision="first"),
+                                     expected_revision=None)
+            with pytest.raises(ConversationConflict):
+                await other.write_record(dataclasses.replace(mine, conversation_id="c", revision="second",
+                                                             head_id=None), expected_revision=None)
+            record = await other.read_record("c")
+            assert record is not None and record.revision == "first"
+            assert (await other.load("c")).messages == every_kind()  # type: ignore[union-attr]
+
+    asyncio.run(scenario())

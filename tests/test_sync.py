@@ -13,9 +13,12 @@ from click.testing import CliRunner
 
 import snapvc
 import snapvc.maintenance.sync
+from snapvc.backends.open import open_backend
 from snapvc.cli.main import cli
 from snapvc.errors import PushRejectedError, RefConflictError, RepositoryError
-from snapvc.store.codec import CODEC_RAW, CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT
+from snapvc.maintenance.graph import read_children
+from snapvc.store.codec import CODEC_RAW, CODEC_ZSTD_DELTA, CODEC_ZSTD_DICT, frame_base
+from snapvc.store.faulty import FaultyStore
 
 
 def words(rnd: random.Random, n: int) -> str:
@@ -453,3 +456,108 @@ def test_a_push_after_an_interrupted_one_sends_what_the_first_left_out(local: sn
     local.push(remote, "main")
     assert remote.checkout("main") == state
     assert remote.fsck().ok
+
+
+def _dangling(repo: snapvc.Repository) -> dict[snapvc.ObjectId, list[snapvc.ObjectId]]:
+    """Every object ``repo`` holds that names an object it does not hold (a child, or the
+    base of a delta frame), with what it lacks."""
+    ids = list(repo.backend.objects.iter_ids())
+    held = set(ids)
+    frames = repo.backend.objects.get_many(ids)
+    canonical = repo.store.get_many(ids)
+    lacking = {}
+    for oid in ids:
+        named = [child for child, _ in read_children(oid, canonical[oid])]
+        if frames[oid] and frames[oid][0] == CODEC_ZSTD_DELTA:
+            named.append(frame_base(oid, frames[oid]))
+        missing = [child for child in named if child not in held]
+        if missing:
+            lacking[oid] = missing
+    return lacking
+
+
+@pytest.mark.parametrize("fmt", [3, 2])
+def test_a_push_interrupted_at_any_write_leaves_no_object_without_its_children(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: int) -> None:
+    """Objects are written deepest first, so wherever a push is interrupted the remote
+    holds no object whose children (or delta base: format 2) it lacks, and the next push,
+    which skips what the remote holds, completes it. Tried at every write of the push."""
+    rnd = random.Random(1)
+    with snapvc.open(tmp_path / "local.snapvc", format=fmt) as local:
+        state = agent_run(local, 3)
+        state["table"] = [{"row": i, "text": words(rnd, 400)} for i in range(100)]  # a tree of nodes
+        local.commit(state)
+        state["table"][5]["text"] += " edited"
+        state["doc"] += words(rnd, 2000)
+        local.commit(state)
+        monkeypatch.setattr(snapvc.maintenance.sync, "BATCH_BYTES", 1)  # a write per object
+        n = 0
+        while True:
+            n += 1
+            backend = open_backend("memory://")
+            faulty = FaultyStore(backend.objects)
+            backend.objects = faulty
+            remote = snapvc.Repository(backend)
+            faulty.fail_write(n)
+            try:
+                local.push(remote, "main")
+            except OSError:
+                pass
+            else:
+                assert faulty.injected == 0  # the push took fewer than n writes: every one was tried
+                break
+            assert remote.refs.get("refs/heads/main") is None
+            assert _dangling(remote) == {}, f"interrupted at write {n}"
+            faulty.heal()
+            local.push(remote, "main")
+            assert remote.checkout("main") == state, f"interrupted at write {n}"
+        assert remote.fsck().ok
+        assert n > 90, n
+
+
+def test_a_delta_frame_travels_with_its_base_when_nothing_sent_reaches_the_base(local2: snapvc.Repository,
+                                                                                 tmp_path: Path) -> None:
+    """A branch started from a checkout of another holds frames stored as deltas against
+    the other branch's objects (format 2). Pushed alone, those bases travel with it, as
+    frames the remote holds must be readable there."""
+    rnd = random.Random(2)
+    draft = local2.commit({"doc": words(rnd, 6000), "notes": {f"n{i}": words(rnd, 300) for i in range(20)}},
+                          branch="draft")
+    state = local2.checkout(draft.id)  # taught to main's encoder: main's first commit stores deltas
+    state["doc"] = state["doc"][:10000] + " an edit " + state["doc"][10000:]
+    state["notes"]["n3"] += " edited"
+    main = local2.commit(state, message="from the draft")
+    assert main.parents == ()  # nothing of the draft reaches main's commits...
+    with snapvc.open(tmp_path / "remote.snapvc", format=2) as remote:
+        local2.push(remote, "main")
+        frames = remote.backend.objects.get_many(list(remote.backend.objects.iter_ids()))
+        bases = {frame_base(oid, frame) for oid, frame in frames.items() if frame and frame[0] == CODEC_ZSTD_DELTA}
+        assert bases and bases <= frames.keys()  # ... but the frames sent name its objects, and they went too
+        assert _dangling(remote) == {}
+        assert remote.checkout("main") == state
+        assert remote.fsck().ok
+    with snapvc.open(tmp_path / "remote.snapvc") as reopened:  # read from the file, not a cache
+        assert reopened.checkout("main") == state
+
+
+def test_a_push_again_after_a_failed_write_that_trained_a_dictionary(local: snapvc.Repository, tmp_path: Path) -> None:
+    """Into a format 2 file, the objects a push sends are compressed by the destination,
+    which trains its zstd dictionary on the first batch and stores it in that batch's
+    transaction. When the write fails, the dictionary is rolled back with the batch: the
+    next push through the same handle must not compress with it (its frames would name
+    a dictionary that is not stored, and the branch would point at unreadable states)."""
+    state = library_run(local, 3)
+    path = tmp_path / "remote.snapvc"
+    backend = open_backend(str(path), format=2)
+    faulty = FaultyStore(backend.objects)
+    backend.objects = faulty
+    with snapvc.Repository(backend) as remote:
+        faulty.fail_write(1)
+        with pytest.raises(OSError, match="injected write fault"):
+            local.push(remote, "main")
+        assert remote.backend.objects.dictionaries() == {}  # rolled back with the batch
+        faulty.heal()
+        local.push(remote, "main")
+    with snapvc.open(path, create=False) as reopened:
+        assert reopened.checkout("main") == state
+        assert reopened.fsck().ok

@@ -71,14 +71,22 @@ HINTS: tuple[tuple[type[BaseException], str], ...] = (
 
 
 class _Group(click.Group):
-    """The ``snapvc`` group: a system error in any command goes to ``_os_failure``.
+    """The ``snapvc`` group: a system error in any command goes to ``_os_failure``, and
+    the exit status a command chose with click's ``Exit`` (``ctx.exit(1)``) is the
+    process's.
 
     Here rather than in ``main`` alone, because click's own handler, around every
-    command, turns a closed pipe into a silent exit 1 before ``main`` could see it."""
+    command, turns a closed pipe into a silent exit 1 before ``main`` could see it, and
+    (as ``main`` runs it with ``standalone_mode=False``) returns the status of an
+    ``Exit`` instead of exiting with it: ``main`` would exit 0."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.exceptions.Exit as exc:
+            if exc.exit_code:
+                sys.exit(exc.exit_code)
+            raise
         except OSError as exc:
             if isinstance(exc, SnapvcError):  # e.g. RepositoryNotFoundError: main gives its hint
                 raise

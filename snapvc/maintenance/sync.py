@@ -379,18 +379,24 @@ def _write_deepest_first(dst: Versioned, levels: list[list[tuple[ObjectId, int, 
 
     def write(final: bool) -> None:
         nonlocal frames, reframe, size
-        with dst.write_lock, dst.backend.transaction():
-            if frames:
-                dst.backend.objects.put_many(frames)
-            if reframe:
-                dst.store.put_many(reframe)
-            if final:
-                for commit in commits:
-                    dst.commits.add(commit)
-                # No ref reaches them until the sync moves one: give them an age, so a gc
-                # meanwhile keeps them for its grace period (as ``commit_tree`` does).
-                if dst.commits.capabilities.touch:  # (else adding them gave them an age)
-                    dst.commits.touch([c.id for c in commits])
+        try:
+            with dst.write_lock, dst.backend.transaction():
+                if frames:
+                    dst.backend.objects.put_many(frames)
+                if reframe:
+                    dst.store.put_many(reframe)
+                if final:
+                    for commit in commits:
+                        dst.commits.add(commit)
+                    # No ref reaches them until the sync moves one: give them an age, so a gc
+                    # meanwhile keeps them for its grace period (as ``commit_tree`` does).
+                    if dst.commits.capabilities.touch:  # (else adding them gave them an age)
+                        dst.commits.touch([c.id for c in commits])
+        except BaseException:
+            # The batch was rolled back: nothing of it may stay in the destination's caches
+            # (objects taken for stored ones, a dictionary trained on it), as after a failed commit.
+            dst.store.forget([oid for oid, _ in reframe])
+            raise
         frames, reframe, size = [], [], 0
 
     for spooled in reversed(levels):
