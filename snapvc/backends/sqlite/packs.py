@@ -67,6 +67,7 @@ from snapvc.backends.sqlite.file import BackgroundWork, SqliteFile, batched, is_
 from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported, with_prefix
+from snapvc.store.codec import BLOCK_MAX, MAX_OBJECT, BlockFeeder, decompress_bounded
 
 __all__ = ["SqlitePackStore", "OPEN", "FINISHED", "PACKED", "SEALED", "STREAM_BLOCKS", "STREAM_BYTES", "PACK_BYTES",
            "JOIN_BYTES", "SEAL_LEVEL"]
@@ -105,9 +106,17 @@ CLOSE_FAST_BYTES = 8 << 20
 STALE_SECONDS = 3600
 # Decoded bytes kept for reads, across streams (the least recently read go first).
 CACHE_BYTES = 64 << 20
-# Compressed bytes fed to a stream's decompressor at a time: a read decodes up to this
-# many compressed bytes past what it needs; smaller steps copy what is left more often.
-_FEED = 1 << 20
+# The most decoded bytes a stream or pack may declare (its rows' sizes, added up): what a
+# writer makes is far less (STREAM_BYTES and a block, JOIN_BYTES), unless one frame is
+# larger, which is at most a canonical object's limit. A row declaring more is damaged:
+# nothing decodes towards it.
+MAX_STREAM_BYTES = MAX_OBJECT + JOIN_BYTES
+# A row's time is seconds since 1970 within what a date can hold (year 1 to 9999, as
+# ``datetime``): a time beyond (1e300, an infinity) is damage, which gc could not compare
+# or store again.
+MAX_TIME = 253_402_300_799
+# The largest window a pack's zstd frame may ask for (the seal level asks for 8 MiB).
+_WINDOW_MAX = 32 << 20
 
 _SCHEMA = (
     # AUTOINCREMENT: a number is never given twice, even after the rows with the highest
@@ -142,7 +151,7 @@ def _pack_sizes(values: Iterable[int]) -> bytes:
 def _read_sizes(buf: bytes, count: int) -> list[int] | None:
     """The ``count`` frame lengths of a ``sizes`` column; None if it holds anything else."""
     try:
-        raw = _sizes_contexts.decompressor.decompress(buf, max_output_size=4 * count + 1)
+        raw = decompress_bounded(buf, 4 * count + 1, _sizes_contexts.decompressor)
     except zstandard.ZstdError:
         return None
     if len(raw) != 4 * count:
@@ -170,15 +179,18 @@ class _Block:
 
 class _StreamReader:
     """A stream decoded from its start as far as reads needed: its decoded bytes, and the
-    decompressor to go on with (None for this process's own open stream, whose bytes are
-    known without decoding)."""
+    blocks of its zstd frame still to decode (None for this process's own open stream,
+    whose bytes are known without decoding). Blocks are fed a few at a time
+    (``BlockFeeder``), so a row never decodes to more than its sizes declare, by more
+    than a block, however little of it is stored (a zstd bomb)."""
 
     def __init__(self, stream: int, decompress: bool = True) -> None:
         self.stream = stream
         self.decoded = bytearray()
-        self.decompressor = zstandard.ZstdDecompressor().decompressobj() if decompress else None
-        self.next_block = stream  # the first block not yet fed (in number order)
-        self.pending = b""  # compressed bytes of the current block not yet fed
+        self.decompressor = BlockFeeder(zstandard.ZstdDecompressor(max_window_size=_WINDOW_MAX)) \
+            if decompress else None
+        self.next_block = stream  # the first block not yet fetched (in number order)
+        self.ended = False  # decoded to its declared end, and checked that nothing follows
 
 
 @dataclass(slots=True)
@@ -266,12 +278,15 @@ class SqlitePackStore:
             problem = f"its stream {wrong(stream)}, not a block at or before it"
         elif state not in _STATES:
             problem = f"its state {wrong(state)}, not one of {sorted(_STATES)}"
-        elif not is_number(mtime):
-            problem = f"its time {wrong(mtime)}, not a number"
+        elif not is_number(mtime) or not -MAX_TIME <= mtime <= MAX_TIME:  # type: ignore[operator]  # a number: checked first
+            problem = f"its time {wrong(mtime)}, not a time in seconds since 1970"
         elif stream in self._broken:
             # Its objects' offsets in the stream count the damaged block's bytes, which
             # are not known: none of them can be found.
             problem = f"it follows damaged row {self._broken[stream]} of its stream {stream}"
+        elif (declared := self._declared(stream) + sum(lengths)) > MAX_STREAM_BYTES:
+            problem = (f"its sizes declare {declared} bytes of frames in stream {stream}, more than a pack may "
+                       f"hold ({MAX_STREAM_BYTES})")
         if problem is not None or lengths is None:
             self._damaged[row] = problem or "unreadable"
             if type(stream) is int:
@@ -296,6 +311,14 @@ class SqlitePackStore:
         blocks.append(number)
         self._blocks[number] = _Block(number, stream, state, float(mtime), start, offset - start, block_ids,  # type: ignore[arg-type]  # a number: checked above
                                       lengths)
+
+    def _declared(self, stream: int) -> int:
+        """The decoded bytes the rows of ``stream`` in the directory declare."""
+        blocks = self._streams.get(stream)
+        if not blocks:
+            return 0
+        last = self._blocks[blocks[-1]]
+        return last.start + last.size
 
     def _forget_rows(self, numbers: Iterable[int]) -> None:
         """Drop rows deleted by this process (a swap, a gc) from the directory."""
@@ -330,39 +353,66 @@ class SqlitePackStore:
 
     def _decoded(self, stream: int, end: int, oid: ObjectId) -> bytearray:
         """Stream ``stream``'s decoded bytes, at least its first ``end`` (the caller holds
-        the lock); ``CorruptObjectError`` naming ``oid`` if they cannot be decoded."""
+        the lock); ``CorruptObjectError`` naming ``oid`` if they cannot be decoded. Never
+        more is decoded than the stream's rows declare: a row that decodes to more (a
+        zstd bomb) is damaged, found once a whole stream is read."""
         reader = self._readers.pop(stream, None)
         if reader is None:
             reader = _StreamReader(stream)
         self._readers[stream] = reader  # now the most recently read
-        blocks = self._streams[stream]
-        while len(reader.decoded) < end:
-            if not reader.pending:
-                if reader.decompressor is None:
-                    break  # this process's own stream: it holds every byte written
-                later = [n for n in blocks if n >= reader.next_block]
-                if not later:
-                    break
-                rows = self.file.conn.execute(
-                    "SELECT number, CAST(data AS BLOB) FROM packs WHERE stream = ? AND number >= ? ORDER BY number",
-                    (stream, later[0])).fetchall()
-                if not rows:
-                    break
-                reader.pending = b"".join(data for _, data in rows)
-                reader.next_block = rows[-1][0] + 1
-            chunk, reader.pending = reader.pending[:_FEED], reader.pending[_FEED:]
-            try:
-                assert reader.decompressor is not None
-                reader.decoded += reader.decompressor.decompress(chunk)
-            except zstandard.ZstdError as exc:
-                del self._readers[stream]
-                raise CorruptObjectError(oid, f"pack {stream} of {str(self.file.path)!r} does not decode: {exc}") from None
+        where = f"pack {stream} of {str(self.file.path)!r}"
+        declared = self._declared(stream)
+        end = min(end, declared)
+        complete = self._blocks[self._streams[stream][-1]].state != OPEN
+        try:
+            while reader.decompressor is not None and (len(reader.decoded) < end or (
+                    complete and len(reader.decoded) == declared and not reader.ended)):
+                if len(reader.decoded) >= end:
+                    # Read whole: nothing may follow what its rows declare.
+                    got = reader.decompressor.take(1)
+                    if got is None and (more := self._compressed_rows(stream, reader)):
+                        reader.decompressor.add(more)
+                        continue
+                    if got:
+                        raise CorruptObjectError(oid, f"{where} decodes to more than the {declared} bytes its rows "
+                                                      f"declare")
+                    if got is None:
+                        reader.ended = True
+                    continue
+                got = reader.decompressor.take(max(end - len(reader.decoded), BLOCK_MAX))
+                if got is None:
+                    more = self._compressed_rows(stream, reader)
+                    if not more:
+                        break
+                    reader.decompressor.add(more)
+                    continue
+                reader.decoded += got
+                if len(reader.decoded) > declared:
+                    raise CorruptObjectError(oid, f"{where} decodes to more than the {declared} bytes its rows declare")
+        except (zstandard.ZstdError, CorruptObjectError) as exc:
+            del self._readers[stream]
+            if isinstance(exc, CorruptObjectError):
+                raise
+            raise CorruptObjectError(oid, f"{where} does not decode: {exc}") from None
         if len(reader.decoded) < end:
             del self._readers[stream]
-            raise CorruptObjectError(oid, f"pack {stream} of {str(self.file.path)!r} ends {end - len(reader.decoded)} "
-                                          f"bytes before it")
+            raise CorruptObjectError(oid, f"{where} ends {end - len(reader.decoded)} bytes before it")
         self._trim_readers()
         return reader.decoded
+
+    def _compressed_rows(self, stream: int, reader: _StreamReader) -> bytes:
+        """The compressed bytes of the rows of ``stream`` that ``reader`` has not fetched
+        yet (the caller holds the lock)."""
+        later = [n for n in self._streams[stream] if n >= reader.next_block]
+        if not later:
+            return b""
+        rows = self.file.conn.execute(
+            "SELECT number, CAST(data AS BLOB) FROM packs WHERE stream = ? AND number >= ? ORDER BY number",
+            (stream, later[0])).fetchall()
+        if not rows:
+            return b""
+        reader.next_block = rows[-1][0] + 1
+        return b"".join(data for _, data in rows)
 
     def _trim_readers(self) -> None:
         """Drop the least recently read streams' decoded bytes past CACHE_BYTES (this

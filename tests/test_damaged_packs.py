@@ -1,0 +1,174 @@
+"""Pack rows of a format 3 file whose recorded values lie or are out of range (see
+``snapvc.backends.sqlite.packs``): a row that decodes to more than its sizes declare,
+sizes that declare more than any pack holds, a time of 1e300, a ``pack_generation``
+that is no number, a damaged pack that holds only garbage or waits to be sealed. Each
+is refused or reported naming the pack and object, without allocating what the row
+claims; gc sweeps around damage nothing reachable needs; ``close`` never raises after
+the commits were stored. (Damaged ids, sizes and data as such: tests/test_fsck_packs.py.)"""
+
+from __future__ import annotations
+
+import sqlite3
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+import zstandard
+
+import snapvc
+from tests.test_fsck import _make, _sql
+
+# A zstd bomb's decoded size: large enough that decoding it shows in the peak memory
+# (it compresses to a few KB), small enough that a regression does not hurt the machine.
+BOMB = 64 << 20
+
+
+def _rows(path: Path) -> list[tuple[int, int, int, bytes]]:
+    """Every ``packs`` row as (number, stream, state, data)."""
+    conn = sqlite3.connect(path)
+    rows = conn.execute("SELECT number, stream, state, data FROM packs ORDER BY number").fetchall()
+    conn.close()
+    return rows
+
+
+def _one_pack(path: Path) -> tuple[int, bytes]:
+    """A repository whose objects are in one sealed pack: its number and decoded bytes."""
+    _make(path)
+    with snapvc.open(path) as repo:
+        repo.gc(grace=0, reflog_expiry=0)  # seals everything into packs
+    rows = _rows(path)
+    number, _, _, data = max(rows, key=lambda r: len(r[3]))
+    return number, zstandard.ZstdDecompressor().decompress(data)
+
+
+def _peak(action: Callable[..., object], *args: object) -> tuple[int, BaseException | None]:
+    """The most memory Python allocated while ``action(*args)`` ran, and what it raised."""
+    tracemalloc.start()
+    try:
+        try:
+            action(*args)
+        except BaseException as exc:  # noqa: BLE001 - returned for the caller to check
+            raised: BaseException | None = exc
+        else:
+            raised = None
+        return tracemalloc.get_traced_memory()[1], raised
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_pack_that_decodes_past_its_recorded_sizes_is_corrupt_without_inflating_it(tmp_path: Path) -> None:
+    """The pack's bytes decode to its true frames and then BOMB more zero bytes: the
+    objects read right, but the row lies about its size. Reads stop at what the sizes
+    declare, and the end of a whole pack is checked: a CorruptObjectError naming the
+    pack and an object, for checkout, fsck and gc alike; no step decodes the bomb."""
+    path = tmp_path / "bomb.snapvc"
+    number, raw = _one_pack(path)
+    bomb = zstandard.ZstdCompressor(level=3, write_content_size=False).compress(raw + bytes(BOMB))
+    assert len(bomb) < 64 << 10
+    _sql(path, "UPDATE packs SET data = ? WHERE number = ?", bomb, number)
+    with snapvc.open(path) as repo:
+        peak, raised = _peak(lambda: repo.checkout("main"))
+        assert isinstance(raised, snapvc.SnapvcError), raised
+        assert f"pack {number}" in str(raised) and "more than" in str(raised), raised
+        assert peak < BOMB // 4, peak
+        peak, raised = _peak(repo.fsck)
+        assert raised is None and peak < BOMB // 4, (peak, raised)
+        report = repo.fsck()
+        assert not report.ok and all(p.kind == "corrupt" for p in report.problems)
+        assert any(f"pack {number}" in p.message and "more than" in p.message for p in report.problems)
+        peak, raised = _peak(lambda: repo.gc(grace=0))
+        assert isinstance(raised, snapvc.RepositoryError) and peak < BOMB // 4, (peak, raised)
+        assert "gc stopped before deleting anything" in str(raised)
+
+
+def test_a_bomb_in_place_of_a_pack_is_refused_without_inflating_it(tmp_path: Path) -> None:
+    """A pack whose bytes are replaced by a few KB that decode to BOMB zero bytes."""
+    path = tmp_path / "zeros.snapvc"
+    number, _ = _one_pack(path)
+    bomb = zstandard.ZstdCompressor(level=3, write_content_size=False).compress(bytes(BOMB))
+    _sql(path, "UPDATE packs SET data = ? WHERE number = ?", bomb, number)
+    with snapvc.open(path) as repo:
+        peak, raised = _peak(lambda: repo.checkout("main"))
+        assert isinstance(raised, snapvc.SnapvcError) and peak < BOMB // 4, (peak, raised)
+        peak, raised = _peak(repo.fsck)
+        assert raised is None and peak < BOMB // 4, (peak, raised)
+
+
+def test_sizes_that_declare_more_than_any_pack_holds_name_the_row(tmp_path: Path) -> None:
+    """A small row whose sizes declare 4 GiB for each of its objects: the row is damaged
+    (named by fsck, its objects missing), and nothing decodes towards what it declares."""
+    path = tmp_path / "huge.snapvc"
+    number, _ = _one_pack(path)
+    conn = sqlite3.connect(path)
+    (ids,) = conn.execute("SELECT ids FROM packs WHERE number = ?", (number,)).fetchone()
+    conn.close()
+    count = len(ids) // 32
+    huge = zstandard.ZstdCompressor().compress(b"\xff\xff\xff\xff" * count)
+    bomb = zstandard.ZstdCompressor(level=3, write_content_size=False).compress(bytes(BOMB))
+    _sql(path, "UPDATE packs SET sizes = ?, data = ? WHERE number = ?", huge, bomb, number)
+    with snapvc.open(path) as repo:
+        peak, raised = _peak(lambda: repo.checkout("main"))
+        assert isinstance(raised, snapvc.SnapvcError) and peak < BOMB // 4, (peak, raised)
+        peak, raised = _peak(repo.fsck)
+        assert raised is None and peak < BOMB // 4, (peak, raised)
+        report = repo.fsck()
+        storage = [p for p in report.problems if p.kind == "storage"]
+        assert any(f"table 'packs' row {number}" in p.message and "more than" in p.message for p in storage), report
+
+
+def _stating(size: int, data: bytes) -> bytes:
+    """A zstd frame of ``data`` whose header states ``size`` as its content size (a lie,
+    unless it is ``len(data)``)."""
+    frame = zstandard.ZstdCompressor(write_content_size=False).compress(data)
+    descriptor = frame[4]
+    assert not descriptor & 0xE3  # no content size, no single segment, no dictionary id: a window byte follows
+    return frame[:4] + bytes((descriptor | 0xC0,)) + frame[5:6] + size.to_bytes(8, "little") + frame[6:]
+
+
+HUGE = 1 << 30  # what a lying header states: allocating it would show at once
+
+
+def test_a_sizes_column_stating_a_huge_size_is_a_damaged_row_without_allocating_it(tmp_path: Path) -> None:
+    path = tmp_path / "stated.snapvc"
+    number, _ = _one_pack(path)
+    conn = sqlite3.connect(path)
+    (ids,) = conn.execute("SELECT ids FROM packs WHERE number = ?", (number,)).fetchone()
+    conn.close()
+    _sql(path, "UPDATE packs SET sizes = ? WHERE number = ?", _stating(HUGE, b"\0" * (len(ids) // 8)), number)
+    with snapvc.open(path) as repo:
+        peak, raised = _peak(repo.fsck)
+        assert raised is None and peak < HUGE // 16, (peak, raised)
+        report = repo.fsck()
+        assert any(f"table 'packs' row {number}" in p.message for p in report.problems), report
+
+
+def test_frames_declaring_or_stating_huge_sizes_are_corrupt_without_allocating_them() -> None:
+    """Frames of a store that compresses each object (format 2, S3): a declared size of
+    1 GiB on a frame that decodes to 100 bytes, a zstd header stating 1 GiB, a stored
+    dictionary stating 1 GiB. Each is a CorruptObjectError naming the object; none
+    allocates what it claims."""
+    from snapvc.backends.memory.objects import MemoryObjectStore
+    from snapvc.store.codec import CompressedStore, _varint
+
+    oid = snapvc.ObjectId(b"\x07" * 32)
+    small = zstandard.ZstdCompressor(write_content_size=False).compress(b"x" * 100)
+    frames = {
+        "declared": bytes((1,)) + _varint(HUGE) + small,
+        "stated": bytes((1,)) + _varint(100) + _stating(HUGE, b"x" * 100),
+        "stated, dictionary frame": bytes((2,)) + _varint(100) + _varint(1) + _stating(HUGE, b"x" * 100),
+        "declared, dictionary frame": bytes((2,)) + _varint(HUGE) + _varint(1) + small,
+    }
+    for what, frame in frames.items():
+        inner = MemoryObjectStore()
+        inner.put_dictionary(zstandard.ZstdCompressor(write_content_size=True).compress(bytes(range(256)) * 64))
+        inner.put_many([(oid, frame)])
+        peak, raised = _peak(CompressedStore(inner).get_many, [oid])
+        assert isinstance(raised, snapvc.CorruptObjectError) and oid.hex in str(raised), (what, raised)
+        assert peak < HUGE // 16, (what, peak)
+    # A stored dictionary whose header states 1 GiB.
+    inner = MemoryObjectStore()
+    inner.put_dictionary(_stating(HUGE, bytes(range(256)) * 64))
+    inner.put_many([(oid, bytes((2,)) + _varint(100) + _varint(1) + small)])
+    peak, raised = _peak(lambda: CompressedStore(inner).get_many([oid]))
+    assert isinstance(raised, snapvc.CorruptObjectError) and "dictionary 1" in str(raised), raised
+    assert peak < HUGE // 16, peak
