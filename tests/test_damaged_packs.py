@@ -13,9 +13,11 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import zstandard
 
 import snapvc
+from snapvc.backends.sqlite import packs
 from tests.test_fsck import _make, _sql
 
 # A zstd bomb's decoded size: large enough that decoding it shows in the peak memory
@@ -172,3 +174,80 @@ def test_frames_declaring_or_stating_huge_sizes_are_corrupt_without_allocating_t
     peak, raised = _peak(lambda: CompressedStore(inner).get_many([oid]))
     assert isinstance(raised, snapvc.CorruptObjectError) and "dictionary 1" in str(raised), raised
     assert peak < HUGE // 16, peak
+
+
+def _add_damaged_pending_pack(path: Path, count: int = 3) -> tuple[int, list[bytes]]:
+    """A pack still to seal (PACKED) holding ``count`` objects nothing refers to, whose
+    bytes do not decode: its number and its ids."""
+    ids = [bytes([0xD0 + i]) * 32 for i in range(count)]
+    sizes = zstandard.ZstdCompressor(write_content_size=True).compress((100).to_bytes(4, "little") * count)
+    conn = sqlite3.connect(path)
+    with conn:
+        (number,) = conn.execute("SELECT max(number) + 1000 FROM packs").fetchone()
+        conn.execute("INSERT INTO packs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     (number, number, packs.PACKED, 1, b"".join(ids), sizes, b"\x28\xb5\x2f\xfd" + b"\xee" * 40))
+    conn.close()
+    return number, ids
+
+
+def test_a_damaged_pack_waiting_to_be_sealed_neither_fails_close_nor_kills_the_sealer(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "pending.snapvc"
+    _make(path)
+    number, ids = _add_damaged_pending_pack(path)
+    repo = snapvc.open(path)
+    store = repo.backend.objects
+    tip = repo.commit({"fresh": "state " * 50}, branch="next")
+    # The background sealer's pass, run here so that what it raises is seen: nothing.
+    sealer = packs._Sealer(store)
+    try:
+        sealer.work()
+    finally:
+        sealer.stop()
+    assert f"pack {number} is not sealed" in caplog.text
+    repo.commit({"fresh": "more " * 50}, branch="next")
+    repo.close()  # seals what is pending: not the damaged pack, and raises nothing
+    states = {n: state for n, _, state, _ in _rows(path)}
+    assert states[number] == packs.PACKED
+    with snapvc.open(path) as repo:
+        assert repo.checkout("next~1") == {"fresh": "state " * 50} and repo.resolve("next~1") == tip.id
+        report = repo.fsck()
+    assert {p.object_id for p in report.problems} == set(ids)
+    assert all(p.kind == "corrupt" and f"pack {number}" in p.message for p in report.problems)
+
+
+@pytest.mark.parametrize("when", [1e300, float("inf"), -1e300])
+def test_a_pack_time_out_of_range_is_a_damaged_row_for_fsck_gc_and_close(tmp_path: Path, when: float) -> None:
+    path = tmp_path / "time.snapvc"
+    _make(path)
+    with snapvc.open(path) as repo:
+        repo.gc(grace=0, reflog_expiry=0)
+    number = max(_rows(path), key=lambda r: len(r[3]))[0]
+    _sql(path, "UPDATE packs SET time = ?, state = ? WHERE number = ?", when, packs.PACKED, number)
+    with snapvc.open(path) as repo:
+        report = repo.fsck()
+        assert any(p.kind == "storage" and f"table 'packs' row {number}" in p.message and "its time" in p.message
+                   for p in report.problems), report
+        with pytest.raises(snapvc.RepositoryError, match=f"table 'packs' row {number}"):
+            repo.gc(grace=0)
+        repo.commit({"fresh": 1}, branch="next")
+    with snapvc.open(path) as repo:  # (closed above without raising)
+        assert repo.checkout("next") == {"fresh": 1}
+
+
+@pytest.mark.parametrize("value", ["abc", "1e300", "", b"\x01", 1.5])
+def test_a_pack_generation_that_is_no_count_is_named_by_fsck_and_mended_by_the_next_rewrite(
+        tmp_path: Path, value: object) -> None:
+    path = tmp_path / "generation.snapvc"
+    _make(path)
+    _sql(path, "INSERT INTO meta (key, value) VALUES ('pack_generation', ?) "
+               "ON CONFLICT (key) DO UPDATE SET value = excluded.value", value)
+    with snapvc.open(path) as repo:
+        report = repo.fsck()
+        assert [p.message for p in report.problems if "pack_generation" in p.message], report
+        repo.commit({"fresh": 1}, branch="next")  # then close seals it: a rewrite
+    with snapvc.open(path) as repo:
+        assert repo.checkout("next") == {"fresh": 1}
+        assert repo.fsck().ok
+        repo.gc(grace=0, reflog_expiry=0)
+        assert repo.fsck().ok

@@ -52,6 +52,7 @@ Threads: everything here runs under the file's lock, except the sealer's compres
 from __future__ import annotations
 
 import array
+import logging
 import sqlite3
 import sys
 import threading
@@ -64,7 +65,7 @@ from dataclasses import dataclass
 import zstandard
 
 from snapvc.backends.sqlite.file import BackgroundWork, SqliteFile, batched, is_number, wrong
-from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError
+from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError, SnapvcError
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported, with_prefix
 from snapvc.store.codec import BLOCK_MAX, MAX_OBJECT, BlockFeeder, decompress_bounded
@@ -117,6 +118,9 @@ MAX_STREAM_BYTES = MAX_OBJECT + JOIN_BYTES
 MAX_TIME = 253_402_300_799
 # The largest window a pack's zstd frame may ask for (the seal level asks for 8 MiB).
 _WINDOW_MAX = 32 << 20
+
+_log = logging.getLogger("snapvc")
+_GENERATION_ROW = "table 'meta' row 'pack_generation'"
 
 _SCHEMA = (
     # AUTOINCREMENT: a number is never given twice, even after the rows with the highest
@@ -219,6 +223,7 @@ class SqlitePackStore:
         self._blocks: dict[int, _Block] = {}
         self._streams: dict[int, list[int]] = {}  # stream -> its blocks' numbers, in order
         self._damaged: dict[str, str] = {}  # rows the directory left out, and why
+        self._unsealable: dict[int, str] = {}  # streams a seal could not read (damaged), and why
         self._broken: dict[int, int] = {}  # stream -> its first damaged row: the rows after it are left out too
         self._copies = 0  # ids the directory met in more than one row (put again), since it was loaded
         self._loaded = False
@@ -240,6 +245,8 @@ class SqlitePackStore:
         generation = self.file.get_meta("pack_generation")
         if not self._loaded or generation != self._generation:
             self._load(None)
+            if generation is not None and _generation_number(generation) is None:
+                self._damaged[_GENERATION_ROW] = f"its value {wrong(generation)}, not a count of rewrites"
         else:
             self._load(max(self._blocks, default=0))
         self._data_version = version
@@ -253,6 +260,7 @@ class SqlitePackStore:
             self._blocks.clear()
             self._streams.clear()
             self._damaged.clear()
+            self._unsealable.clear()
             self._broken.clear()
             self._copies = 0
             self._readers.clear()
@@ -343,7 +351,11 @@ class SqlitePackStore:
     def _bump_generation(self) -> None:
         """Record, in the current transaction, that rows were replaced (other processes
         reload their directory)."""
-        generation = str(int(self.file.get_meta("pack_generation") or 0) + 1)
+        number = _generation_number(self.file.get_meta("pack_generation") or "0")
+        # A damaged value is replaced by one that no reader can hold: larger than any count
+        # of rewrites (every reader then reloads its directory, as after any rewrite).
+        generation = str(number + 1) if number is not None else str(time.time_ns())
+        self._damaged.pop(_GENERATION_ROW, None)
         self.file.conn.execute(
             "INSERT INTO meta (key, value) VALUES ('pack_generation', ?) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (generation,))
@@ -665,6 +677,8 @@ class SqlitePackStore:
         packed: list[int] = []
         for stream, numbers in self._streams.items():
             last = self._blocks[numbers[-1]]
+            if stream in self._unsealable:
+                continue
             if last.state == FINISHED:
                 pending.append(stream)
             elif last.state == PACKED:
@@ -679,8 +693,8 @@ class SqlitePackStore:
         size = sum(self._stream_size(s) for s in pending)
         if budget is not None and size > budget:
             return []
-        sealed = sorted((s for s, numbers in self._streams.items() if self._blocks[numbers[-1]].state == SEALED),
-                        reverse=True) if not streams_only else []
+        sealed = sorted((s for s, numbers in self._streams.items() if self._blocks[numbers[-1]].state == SEALED
+                         and s not in self._unsealable), reverse=True) if not streams_only else []
         for stream in sealed:
             own = self._stream_size(stream)
             if own > 2 * size or own + size > JOIN_BYTES:
@@ -714,7 +728,20 @@ class SqlitePackStore:
             if any(s not in self._streams for s in streams):
                 return False
             rows = {s: list(self._streams[s]) for s in streams}
-            frames = [item for s in streams for item in self._frames_of(s)]
+            try:
+                frames = [item for s in streams for item in self._frames_of(s)]
+            except CorruptObjectError as exc:
+                # A damaged pack stays as it is (its readable objects too), for fsck to
+                # name and gc to drop once nothing needs it; the others are sealed without it.
+                for s in streams:
+                    try:
+                        self._frames_of(s)
+                    except CorruptObjectError as damage:
+                        self._unsealable[s] = str(damage)
+                        _log.warning("%s: pack %d is not sealed: %s; run 'snapvc fsck'", self.file.path, s, damage)
+                if not any(s in self._unsealable for s in streams):
+                    raise RepositoryError(f"{str(self.file.path)!r}: packs {streams} cannot be sealed: {exc}") from None
+                return False
             when = max(self._blocks[n].time for numbers in rows.values() for n in numbers)
         seen: set[bytes] = set()
         unique = []
@@ -800,7 +827,16 @@ class SqlitePackStore:
                 self.seal_all(CLOSE_FAST_BYTES, CLOSE_FAST_LEVEL)
         except RepositoryError:
             pass  # busy or read-only: sealing only saves space, and the next writer seals it
+        except SnapvcError as exc:  # the commits are stored: sealing only saves space
+            _log.warning("%s: sealing on close stopped: %s; run 'snapvc fsck'", self.file.path, exc)
         self.file.release_free_pages()
+
+
+def _generation_number(value: object) -> int | None:
+    """Meta key ``pack_generation`` as the count it is; None if it is damaged."""
+    if type(value) is str and value.isdecimal() and len(value) <= 30:
+        return int(value)
+    return None
 
 
 def _compress_all(raws: list[bytes], level: int) -> list[bytes]:
@@ -860,3 +896,5 @@ class _Sealer(BackgroundWork):
             # swap, one transaction, which rolled back; the streams stay as they were and
             # are sealed on the next request or close (sealing only saves space).
             pass
+        except Exception:  # noqa: BLE001 - the thread must live on: reported, and the rows stay as they were
+            _log.exception("%s: sealing in the background failed; run 'snapvc fsck'", store.file.path)
