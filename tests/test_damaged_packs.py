@@ -251,3 +251,61 @@ def test_a_pack_generation_that_is_no_count_is_named_by_fsck_and_mended_by_the_n
         assert repo.fsck().ok
         repo.gc(grace=0, reflog_expiry=0)
         assert repo.fsck().ok
+
+
+def _insert_row(path: Path, ids: bytes, sizes: bytes, when: object, data: bytes, state: int = packs.SEALED,
+                stream: int | None = None) -> int:
+    """A ``packs`` row as another tool might write it: its number."""
+    conn = sqlite3.connect(path)
+    with conn:
+        (number,) = conn.execute("SELECT max(number) + 1000 FROM packs").fetchone()
+        conn.execute("INSERT INTO packs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     (number, number if stream is None else stream, state, when, ids, sizes, data))
+    conn.close()
+    return number
+
+
+def test_damaged_packs_holding_only_garbage_are_swept_and_reported(tmp_path: Path) -> None:
+    """Packs nothing reachable needs: one whose bytes do not decode, one whose ids are no
+    32-byte ids, one whose time is 1e300. gc sweeps the garbage there is, drops them and
+    says so; fsck, which named them, is clean afterwards."""
+    path = tmp_path / "garbage.snapvc"
+    _make(path)
+    with snapvc.open(path) as repo:
+        repo.commit({"scratch": "s" * 5000}, branch="scratch")
+        repo.delete_branch("scratch")
+    undecodable, ids = _add_damaged_pending_pack(path)
+    sizes = zstandard.ZstdCompressor().compress((10).to_bytes(4, "little"))
+    bad_ids = _insert_row(path, b"\x01" * 33, sizes, 1, b"")
+    bad_time = _insert_row(path, b"\xe1" * 32, sizes, 1e300, zstandard.ZstdCompressor().compress(bytes(10)))
+    with snapvc.open(path) as repo:
+        before = repo.fsck()
+        assert not before.ok
+        named = " ".join(p.message for p in before.problems)
+        assert f"pack {undecodable}" in named and f"row {bad_ids}" in named and f"row {bad_time}" in named
+        report = repo.gc(grace=0, reflog_expiry=0)
+        assert set(ids) <= set(report.removed_objects)
+        assert len(report.removed_objects) > len(ids)  # the scratch branch's objects: swept too
+        assert any(f"row {bad_ids}" in d for d in report.damage) and any(f"row {bad_time}" in d for d in report.damage)
+        assert "damage: dropped" in str(report)
+        assert repo.fsck().ok
+        assert repo.checkout("main")["doc"]
+    assert {n for n, *_ in _rows(path)}.isdisjoint({undecodable, bad_ids, bad_time})
+
+
+def test_a_damaged_pack_that_also_holds_young_objects_is_left_whole_and_reported(tmp_path: Path) -> None:
+    """A stream of two damaged rows: garbage (old) then young objects. It cannot be
+    rewritten without the young ones, which cannot be read: it stays as it is, its
+    garbage is reported as not removed, and the rest is swept."""
+    path = tmp_path / "mixed.snapvc"
+    _make(path)
+    sizes = zstandard.ZstdCompressor().compress((10).to_bytes(4, "little"))
+    first = _insert_row(path, b"\xe2" * 32, sizes, 1, b"\x28\xb5\x2f\xfd\x00\xee\xee", state=packs.OPEN)
+    second = _insert_row(path, b"\xe3" * 32, sizes, 4e9, b"\xee" * 8, state=packs.FINISHED, stream=first)
+    with snapvc.open(path) as repo:
+        repo.commit({"scratch": "s" * 5000}, branch="scratch")
+        repo.delete_branch("scratch")
+        report = repo.gc(grace=0, reflog_expiry=0)
+        assert b"\xe2" * 32 not in report.removed_objects and report.removed_objects
+        assert any("not removed" in d and (b"\xe2" * 32).hex()[:12] in d for d in report.damage), report.damage
+    assert {first, second} <= {n for n, *_ in _rows(path)}

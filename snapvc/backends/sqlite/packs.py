@@ -223,6 +223,7 @@ class SqlitePackStore:
         self._blocks: dict[int, _Block] = {}
         self._streams: dict[int, list[int]] = {}  # stream -> its blocks' numbers, in order
         self._damaged: dict[str, str] = {}  # rows the directory left out, and why
+        self._damaged_numbers: set[int] = set()  # their numbers
         self._unsealable: dict[int, str] = {}  # streams a seal could not read (damaged), and why
         self._broken: dict[int, int] = {}  # stream -> its first damaged row: the rows after it are left out too
         self._copies = 0  # ids the directory met in more than one row (put again), since it was loaded
@@ -260,6 +261,7 @@ class SqlitePackStore:
             self._blocks.clear()
             self._streams.clear()
             self._damaged.clear()
+            self._damaged_numbers.clear()
             self._unsealable.clear()
             self._broken.clear()
             self._copies = 0
@@ -297,6 +299,7 @@ class SqlitePackStore:
                        f"hold ({MAX_STREAM_BYTES})")
         if problem is not None or lengths is None:
             self._damaged[row] = problem or "unreadable"
+            self._damaged_numbers.add(number)
             if type(stream) is int:
                 self._broken.setdefault(stream, number)
             return
@@ -615,7 +618,16 @@ class SqlitePackStore:
             streams = sorted({self._blocks[self._where[oid][0]].stream for oid in present})
             for stream in streams:
                 blocks = [self._blocks[n] for n in self._streams[stream]]
-                kept = [(oid, frame) for oid, frame in self._frames_of(stream) if oid not in doomed]
+                kept: list[tuple[ObjectId, bytes]] = []
+                if any(oid not in doomed for b in blocks for oid in b.ids):
+                    try:
+                        kept = [(oid, frame) for oid, frame in self._frames_of(stream) if oid not in doomed]
+                    except CorruptObjectError:
+                        # Damaged, and holding objects to keep: it cannot be rewritten
+                        # without losing them, so it stays whole (gc reports its garbage
+                        # as not removed, fsck its damage). All garbage: dropped unread.
+                        present.difference_update(oid for b in blocks for oid in b.ids)
+                        continue
                 numbers = [b.number for b in blocks]
                 self._delete_rows(numbers)
                 if kept:
@@ -625,6 +637,22 @@ class SqlitePackStore:
                 self._writing = None
         self.file.release_free_pages()
         return len(present)
+
+    def drop_damaged(self) -> dict[str, str]:
+        """Delete the rows the directory leaves out as damaged (gc, in its sweep's
+        transaction, once every object a root reaches was read without them: their
+        objects cannot be read, so nothing depends on them) and mend a damaged
+        ``pack_generation``; what was dropped or mended (row -> what was wrong)."""
+        with self.file.transaction():
+            self._current()
+            dropped = dict(self._damaged)
+            if not dropped:
+                return {}
+            self._delete_rows(sorted(self._damaged_numbers))
+            self._bump_generation()
+            self._loaded = False  # read afresh: the streams they broke are whole again, or gone
+        self.file.release_free_pages()
+        return dropped
 
     def _frames_of(self, stream: int) -> list[tuple[ObjectId, bytes]]:
         """Every (id, frame) of ``stream``, in order (the caller holds the lock)."""
