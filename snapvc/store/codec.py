@@ -51,7 +51,7 @@ from snapvc.store.base import CanonicalStore, ObjectStore, RawObjectStore, Store
 
 __all__ = [
     "CompressedStore", "VerifiedStore", "open_object_store", "encode_frame", "encode_delta_frame", "decode_frame",
-    "Dictionary", "train_dictionary", "MAX_DELTA_DEPTH", "decompress_bounded", "BlockFeeder", "BLOCK_MAX",
+    "Dictionary", "train_dictionary", "MAX_DELTA_DEPTH", "decompress_bounded", "BlockFeeder", "BLOCK_MAX", "WINDOW_MAX",
 ]
 
 CODEC_RAW = 0
@@ -68,6 +68,9 @@ MAX_OBJECT = 1 << 31
 # so that memory follows what it truly decodes to, never what it declares; smaller ones
 # in one call, into a buffer of the declared size.
 ONE_CALL_BYTES = 1 << 20
+# The largest window a frame may ask a decompressor to allocate (zstd's own limit is
+# 128 MiB; the levels written here ask for 2 MiB, 8 MiB at most).
+WINDOW_MAX = 32 << 20
 # zstd's frame magic number, and the most one compressed zstd block decodes to.
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 BLOCK_MAX = 128 << 10
@@ -101,7 +104,7 @@ class _Contexts(threading.local):
 
     def __init__(self) -> None:
         self.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False, write_checksum=False)
-        self.decompressor = zstandard.ZstdDecompressor()
+        self.decompressor = zstandard.ZstdDecompressor(max_window_size=WINDOW_MAX)
 
 
 _contexts = _Contexts()
@@ -284,7 +287,8 @@ class Dictionary:
     def decompressor(self) -> zstandard.ZstdDecompressor:
         found = getattr(self._local, "decompressor", None)
         if found is None:
-            found = self._local.decompressor = zstandard.ZstdDecompressor(dict_data=self._dict)
+            found = self._local.decompressor = zstandard.ZstdDecompressor(dict_data=self._dict,
+                                                                          max_window_size=WINDOW_MAX)
         return found
 
     def decompress(self, body: bytes, size: int) -> bytes:
@@ -376,7 +380,8 @@ def decode_frame(oid: ObjectId, frame: bytes, base: bytes | None = None, diction
                 raise InvalidArgumentError("base", f"object {oid}: a delta frame is decoded with its base's bytes")
             pos += 33
             decompressor = zstandard.ZstdDecompressor(
-                dict_data=zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+                dict_data=zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT),
+                max_window_size=WINDOW_MAX,
             )
         body = frame[pos:]
         try:

@@ -68,7 +68,7 @@ from snapvc.backends.sqlite.file import BackgroundWork, SqliteFile, batched, is_
 from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError, SnapvcError
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported, with_prefix
-from snapvc.store.codec import BLOCK_MAX, MAX_OBJECT, BlockFeeder, decompress_bounded
+from snapvc.store.codec import BLOCK_MAX, MAX_OBJECT, WINDOW_MAX, BlockFeeder, decompress_bounded
 
 __all__ = ["SqlitePackStore", "OPEN", "FINISHED", "PACKED", "SEALED", "STREAM_BLOCKS", "STREAM_BYTES", "PACK_BYTES",
            "JOIN_BYTES", "SEAL_LEVEL"]
@@ -116,8 +116,6 @@ MAX_STREAM_BYTES = MAX_OBJECT + JOIN_BYTES
 # ``datetime``): a time beyond (1e300, an infinity) is damage, which gc could not compare
 # or store again.
 MAX_TIME = 253_402_300_799
-# The largest window a pack's zstd frame may ask for (the seal level asks for 8 MiB).
-_WINDOW_MAX = 32 << 20
 
 _log = logging.getLogger("snapvc")
 _GENERATION_ROW = "table 'meta' row 'pack_generation'"
@@ -138,7 +136,7 @@ class _SizesContexts(threading.local):
 
     def __init__(self) -> None:
         self.compressor = zstandard.ZstdCompressor(level=WRITE_LEVEL, write_content_size=True)
-        self.decompressor = zstandard.ZstdDecompressor()
+        self.decompressor = zstandard.ZstdDecompressor(max_window_size=WINDOW_MAX)
 
 
 _sizes_contexts = _SizesContexts()
@@ -191,7 +189,7 @@ class _StreamReader:
     def __init__(self, stream: int, decompress: bool = True) -> None:
         self.stream = stream
         self.decoded = bytearray()
-        self.decompressor = BlockFeeder(zstandard.ZstdDecompressor(max_window_size=_WINDOW_MAX)) \
+        self.decompressor = BlockFeeder(zstandard.ZstdDecompressor(max_window_size=WINDOW_MAX)) \
             if decompress else None
         self.next_block = stream  # the first block not yet fetched (in number order)
         self.ended = False  # decoded to its declared end, and checked that nothing follows
