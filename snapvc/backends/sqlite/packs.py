@@ -46,6 +46,14 @@ Deleting (gc) rewrites every stream holding a deleted object without it, as a pa
 writer whose open stream was rewritten meanwhile finds its last block gone and starts a
 new stream (a block is only ever appended after the block its compressor last wrote).
 
+Damage: a row whose values are of the wrong type, out of range (a time beyond year 9999,
+sizes declaring more than ``MAX_STREAM_BYTES``) or that follows such a row in its stream
+is left out of the directory and named (``iter_ids`` raises ``DamagedRowsError``, which
+fsck reports and gc sweeps around: ``drop_damaged``). A stream is never decoded beyond
+what its rows declare (``BlockFeeder``), and one that decodes to more is corrupt. The
+sealer leaves a pack it cannot read as it is and seals the rest; it never stops a
+commit or ``close``.
+
 Threads: everything here runs under the file's lock, except the sealer's compression.
 """
 
