@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from snapvc.maintenance.stats import format_bytes, plural
-from snapvc.errors import InvalidArgumentError, RefConflictError, RepositoryError, SnapvcError, UnsafeGcError
+from snapvc.errors import DamagedRowsError, InvalidArgumentError, RefConflictError, RepositoryError, SnapvcError, UnsafeGcError
 from snapvc.ids import ObjectId
 from snapvc.maintenance.graph import (
     Progress,
@@ -192,6 +192,10 @@ class GcPlan:
     total_commits: int
     rewrites: list[Rewrite] = field(default_factory=list)
     skipped_branches: list[str] = field(default_factory=list)
+    # Damaged rows of objects nothing reached (the sweep drops them: row -> what is wrong),
+    # and what the sweep met that it could not remove, as sentences for the report.
+    damaged_rows: dict[str, str] = field(default_factory=dict)
+    damage: list[str] = field(default_factory=list)
 
     @property
     def bytes_to_free(self) -> int:
@@ -215,6 +219,9 @@ class GcReport:
     rewrites: tuple[Rewrite, ...]
     skipped_branches: tuple[str, ...]  # retention left them: another writer moved them
     seconds: float
+    # Damage met on the way: damaged rows dropped (nothing reached them), damaged garbage
+    # left (it could not be removed without losing what is kept beside it).
+    damage: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         verb = "would remove" if self.dry_run else "removed"
@@ -229,6 +236,8 @@ class GcReport:
             text += f"\n{r.branch}: kept {r.kept:,} of {plural(r.total, 'commit')} ({r.old_tip.short} -> {r.new_tip.short})"
         for b in self.skipped_branches:
             text += f"\n{b}: not thinned, another writer moved it meanwhile"
+        for d in self.damage:
+            text += f"\ndamage: {d}"
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -242,6 +251,7 @@ class GcReport:
             "rewrites": [{"branch": r.branch, "old_tip": r.old_tip.hex, "new_tip": r.new_tip.hex, "kept": r.kept,
                           "total": r.total} for r in self.rewrites],
             "skipped_branches": list(self.skipped_branches), "seconds": round(self.seconds, 3),
+            "damage": list(self.damage),
         }
 
 
@@ -379,7 +389,20 @@ def _frames(repo: Versioned, ids: list[ObjectId], progress: Progress) -> tuple[d
     bases: dict[ObjectId, ObjectId] = {}
     parts = batches(ids)
     for batch in progress(parts, len(parts), "reading frames"):
-        got_sizes, got_bases = read_frames(repo.backend.objects, batch)
+        try:
+            got_sizes, got_bases = read_frames(repo.backend.objects, batch)
+        except SnapvcError:
+            if not repo.backend.objects.capabilities.compresses:
+                raise
+            # A damaged pack: its objects one by one. Those that cannot be read have no
+            # size here (and no delta base: a pack holds raw frames); if a root reaches
+            # one, marking stops gc, else it is garbage like any.
+            got_sizes, got_bases = {}, {}
+            for oid in batch:
+                try:
+                    got_sizes.update(read_frames(repo.backend.objects, [oid])[0])
+                except SnapvcError:
+                    continue
         sizes.update(got_sizes)
         bases.update(got_bases)
     return sizes, bases
@@ -420,8 +443,16 @@ def plan_gc(repo: Versioned, *, grace: timedelta | float = DEFAULT_GRACE,
     grace_s, expiry_s = _seconds(grace, "grace"), _seconds(reflog_expiry, "reflog_expiry")
     now = float(repo.clock())
     store = open_object_store(repo.backend.objects)  # a fresh stack: nothing served from caches
+    damaged_rows: dict[str, str] = {}
     with _stopped_by_damage():
-        ids = list(repo.backend.objects.iter_ids())
+        try:
+            ids = list(repo.backend.objects.iter_ids())
+        except DamagedRowsError as exc:
+            # Rows whose objects cannot be read: droppable if marking below reads every
+            # object a root reaches without them (a store that can drop them).
+            if not hasattr(repo.backend.objects, "drop_damaged") or not isinstance(exc.readable, list):
+                raise
+            ids, damaged_rows = exc.readable, exc.damaged
         sizes, bases = _frames(repo, ids, progress)
         commit_ages = repo.commits.mtimes()
         roots = _roots(repo, now, now - expiry_s, grace_s, commit_ages, moved)
@@ -430,7 +461,13 @@ def plan_gc(repo: Versioned, *, grace: timedelta | float = DEFAULT_GRACE,
         repo.backend.gc_epoch()
         repo.refs.get_symbolic("HEAD")
     marker = _Marker(repo, store, extra_commits or {}, set(ids))
-    marker.mark([*roots, *extra_roots])
+    try:
+        marker.mark([*roots, *extra_roots])
+    except RepositoryError as exc:
+        if not damaged_rows:
+            raise
+        rows = "; ".join(f"{row}: {what}" for row, what in damaged_rows.items())
+        raise RepositoryError(f"{exc}; the file holds damaged rows: {rows}") from None
     ages = {}
     unreachable = [oid for oid in ids if oid not in marker.objects]
     with _stopped_by_damage():
@@ -450,7 +487,7 @@ def plan_gc(repo: Versioned, *, grace: timedelta | float = DEFAULT_GRACE,
         garbage_objects=garbage_objects, garbage_commits=garbage_commits,
         frame_bases=bases, young_objects=len(young),
         delta_bases=len(keep) - len(marker.objects | young),
-        total_objects=len(ids), total_commits=len(all_commits),
+        total_objects=len(ids), total_commits=len(all_commits), damaged_rows=damaged_rows,
     )
 
 
@@ -494,6 +531,16 @@ def sweep(repo: Versioned, plan: GcPlan, progress: Progress = no_progress) -> tu
         cutoff = plan.now - plan.grace_seconds
         for batch in progress(parts, len(parts), "deleting objects"):
             removed += repo.backend.delete_garbage(batch, commits=False, older_than=cutoff)
+        if doomed and repo.backend.objects.capabilities.compresses:
+            # A damaged pack that also holds objects to keep is left whole: its garbage stays.
+            left = repo.backend.objects.has_many(doomed)
+            if left:
+                doomed = [oid for oid in doomed if oid not in left]
+                plan.damage.append(f"{plural(len(left), 'object')} of damaged packs not removed: they share a pack "
+                                   f"with objects kept (run 'snapvc fsck'): {', '.join(o.short for o in sorted(left)[:5])}")
+        if plan.damaged_rows:
+            dropped = getattr(repo.backend.objects, "drop_damaged")()  # noqa: B009 - plan_gc checked the store has it
+            plan.damage += [f"dropped {row}: {what}" for row, what in dropped.items()]
         repo.backend.delete_garbage(doomed_commits, commits=True, older_than=cutoff)
         # Entries at or before ``reflog_before`` were no roots: none may outlive its commits.
         expired = repo.refs.expire_reflog(math.nextafter(plan.reflog_before, math.inf))
@@ -534,6 +581,7 @@ def gc(repo: Versioned, *, dry_run: bool = False, grace: timedelta | float = DEF
                    extra_roots=old_tips, progress=progress)
     if dry_run:
         objects, commits, freed = list(plan.garbage_objects), list(plan.garbage_commits), plan.bytes_to_free
+        plan.damage += [f"would drop {row}: {what}" for row, what in plan.damaged_rows.items()]
         expired = sum(1 for name in repo.refs.reflog_names() for e in repo.refs.reflog(name)
                       if e.time <= plan.reflog_before)
     else:
@@ -544,5 +592,5 @@ def gc(repo: Versioned, *, dry_run: bool = False, grace: timedelta | float = DEF
         objects_before=plan.total_objects, commits_before=plan.total_commits,
         kept_young=plan.young_objects, kept_delta_bases=plan.delta_bases,
         expired_reflog_entries=expired, rewrites=tuple(rewrites), skipped_branches=tuple(skipped),
-        seconds=time.perf_counter() - started,
+        seconds=time.perf_counter() - started, damage=tuple(plan.damage),
     )

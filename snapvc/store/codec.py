@@ -51,7 +51,7 @@ from snapvc.store.base import CanonicalStore, ObjectStore, RawObjectStore, Store
 
 __all__ = [
     "CompressedStore", "VerifiedStore", "open_object_store", "encode_frame", "encode_delta_frame", "decode_frame",
-    "Dictionary", "train_dictionary", "MAX_DELTA_DEPTH",
+    "Dictionary", "train_dictionary", "MAX_DELTA_DEPTH", "decompress_bounded", "BlockFeeder", "BLOCK_MAX", "WINDOW_MAX",
 ]
 
 CODEC_RAW = 0
@@ -64,6 +64,16 @@ KNOWN_CODECS = {CODEC_RAW: "raw", CODEC_ZSTD: "zstd", CODEC_ZSTD_DICT: "zstd-dic
 MIN_COMPRESS = 64
 # Largest canonical object we agree to decompress (a hard bound against corrupt sizes).
 MAX_OBJECT = 1 << 31
+# A frame declaring more than this is decoded a few zstd blocks at a time (BlockFeeder),
+# so that memory follows what it truly decodes to, never what it declares; smaller ones
+# in one call, into a buffer of the declared size.
+ONE_CALL_BYTES = 1 << 20
+# The largest window a frame may ask a decompressor to allocate (zstd's own limit is
+# 128 MiB; the levels written here ask for 2 MiB, 8 MiB at most).
+WINDOW_MAX = 32 << 20
+# zstd's frame magic number, and the most one compressed zstd block decodes to.
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+BLOCK_MAX = 128 << 10
 ZSTD_LEVEL = 3
 # Deltas are small inputs (a node and its base, a few KB): measured on the agent run's
 # 1,800 deltas, level 5 writes 9% less than levels 1-3 for 12 us more each (37 -> 49 us);
@@ -94,7 +104,7 @@ class _Contexts(threading.local):
 
     def __init__(self) -> None:
         self.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False, write_checksum=False)
-        self.decompressor = zstandard.ZstdDecompressor()
+        self.decompressor = zstandard.ZstdDecompressor(max_window_size=WINDOW_MAX)
 
 
 _contexts = _Contexts()
@@ -110,6 +120,94 @@ def _varint(n: int) -> bytes:
         else:
             out.append(b)
             return bytes(out)
+
+
+def decompress_bounded(data: bytes, limit: int, decompressor: zstandard.ZstdDecompressor | None = None) -> bytes:
+    """``data``, one zstd frame, decompressed to at most ``limit`` bytes; a frame that
+    states a larger size is refused before anything is allocated (zstd allocates what a
+    frame states, whatever ``max_output_size`` allows). ``zstandard.ZstdError`` if it
+    does not decode within ``limit``."""
+    stated = zstandard.frame_content_size(data)
+    if stated > limit:
+        raise zstandard.ZstdError(f"the frame states {stated} bytes, more than the {limit} allowed")
+    return (decompressor or _contexts.decompressor).decompress(data, max_output_size=limit)
+
+
+class BlockFeeder:
+    """One zstd frame decoded a few whole blocks at a time, as its compressed bytes come
+    (``add``): ``take(budget)`` feeds the decompressor the next blocks that decode to at
+    most ``budget`` bytes (at least one block), since a block decodes to at most its
+    stated size (raw, RLE) or ``BLOCK_MAX`` (compressed). So what a frame decodes to is
+    never held beyond what its reader asked for, by more than a block, however little of
+    it is stored (a zstd bomb); the caller compares it with what was declared."""
+
+    def __init__(self, decompressor: zstandard.ZstdDecompressor) -> None:
+        self._decompressor = decompressor.decompressobj()
+        self._pending = b""  # compressed bytes added; those from ``_fed`` on not yet fed
+        self._fed = 0
+        self._started = False  # the frame header was fed
+        self._checksum = False  # the frame ends with a 4-byte checksum
+        self._last = False  # the frame's last block was fed
+
+    def add(self, data: bytes) -> None:
+        """More compressed bytes, after those added before."""
+        self._pending = self._pending[self._fed :] + data
+        self._fed = 0
+
+    def take(self, budget: int) -> bytes | None:
+        """Feed the next whole blocks that decode to at most ``budget`` bytes (at least
+        one block); what they decode to, or None if no whole block is left (more bytes
+        are needed, or the frame ended). ``zstandard.ZstdError`` if the bytes are no zstd
+        frame."""
+        buf = self._pending
+        start = pos = self._fed
+        if not self._started:
+            if not _ZSTD_MAGIC.startswith(buf[:4]) or (len(buf) > 4 and buf[4] & 0x08):
+                raise zstandard.ZstdError("not a zstd frame")
+            if len(buf) < 6:
+                return None
+            descriptor = buf[4]
+            single = descriptor >> 5 & 1
+            pos = 5 + (1 - single) + (0, 1, 2, 4)[descriptor & 3] + (single, 2, 4, 8)[descriptor >> 6]
+            if len(buf) < pos:
+                return None
+            self._checksum = bool(descriptor & 0x04)
+        bound = 0
+        blocks = 0
+        while not self._last and len(buf) >= pos + 3:
+            header = int.from_bytes(buf[pos : pos + 3], "little")
+            kind, size = header >> 1 & 3, header >> 3
+            if kind == 3 or (kind == 2 and size > BLOCK_MAX):
+                raise zstandard.ZstdError(f"a block header of type {kind} and size {size}")
+            out = BLOCK_MAX if kind == 2 else size
+            stored = 1 if kind == 1 else size
+            if len(buf) < pos + 3 + stored or (blocks and bound + out > budget):
+                break
+            pos += 3 + stored
+            bound += out
+            blocks += 1
+            if header & 1:
+                self._last = True
+                pos += 4 * self._checksum
+        if pos == start:
+            return None
+        self._started = True
+        self._fed = pos
+        return self._decompressor.decompress(memoryview(buf)[start:pos])
+
+
+def _decompress_in_steps(decompressor: zstandard.ZstdDecompressor, body: bytes, size: int) -> bytes:
+    """``body``, one zstd frame, decoded a few blocks at a time (``BlockFeeder``), to
+    ``size`` bytes and at most a block more; ``zstandard.ZstdError`` if it decodes to
+    more."""
+    feeder = BlockFeeder(decompressor)
+    feeder.add(body)
+    out = bytearray()
+    while (got := feeder.take(max(size - len(out), 1))) is not None:
+        out += got
+        if len(out) > size:
+            raise zstandard.ZstdError(f"it decodes to more than the {size} bytes declared")
+    return bytes(out)
 
 
 class _BadVarint(Exception):
@@ -189,11 +287,14 @@ class Dictionary:
     def decompressor(self) -> zstandard.ZstdDecompressor:
         found = getattr(self._local, "decompressor", None)
         if found is None:
-            found = self._local.decompressor = zstandard.ZstdDecompressor(dict_data=self._dict)
+            found = self._local.decompressor = zstandard.ZstdDecompressor(dict_data=self._dict,
+                                                                          max_window_size=WINDOW_MAX)
         return found
 
     def decompress(self, body: bytes, size: int) -> bytes:
-        return self.decompressor().decompress(body, max_output_size=size)
+        if size > ONE_CALL_BYTES:
+            return _decompress_in_steps(self.decompressor(), body, size)
+        return decompress_bounded(body, size, self.decompressor())
 
 
 def train_dictionary(samples: list[bytes]) -> bytes | None:
@@ -279,7 +380,8 @@ def decode_frame(oid: ObjectId, frame: bytes, base: bytes | None = None, diction
                 raise InvalidArgumentError("base", f"object {oid}: a delta frame is decoded with its base's bytes")
             pos += 33
             decompressor = zstandard.ZstdDecompressor(
-                dict_data=zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+                dict_data=zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT),
+                max_window_size=WINDOW_MAX,
             )
         body = frame[pos:]
         try:
@@ -288,7 +390,8 @@ def decode_frame(oid: ObjectId, frame: bytes, base: bytes | None = None, diction
             stated = zstandard.frame_content_size(body)
             if stated not in (-1, size):
                 raise CorruptObjectError(oid, f"declared size {size}, the zstd frame says {stated}")
-            data = decompressor.decompress(body, max_output_size=size)
+            data = _decompress_in_steps(decompressor, body, size) if size > ONE_CALL_BYTES else \
+                decompressor.decompress(body, max_output_size=size)
         except zstandard.ZstdError as exc:
             raise CorruptObjectError(oid, f"zstd: {exc}") from None
     else:
@@ -422,7 +525,7 @@ class CompressedStore(_PassThrough[RawObjectStore]):
             if stored is None:  # a rolled-back write took it along meanwhile
                 raise _DictionaryUnusable(f"its compression dictionary {number} is missing")
             try:
-                data = _contexts.decompressor.decompress(stored, max_output_size=4 * DICTIONARY_BYTES)
+                data = decompress_bounded(stored, 4 * DICTIONARY_BYTES)
                 found = Dictionary(number, data)
             except zstandard.ZstdError as exc:
                 raise _DictionaryUnusable(f"its compression dictionary {number} is damaged: {exc}") from None
@@ -655,7 +758,7 @@ class CompressedStore(_PassThrough[RawObjectStore]):
                     number, pos = _read_varint(frame, pos)
             except _BadVarint:
                 continue
-            if 0 < size <= MAX_OBJECT:
+            if 0 < size <= ONE_CALL_BYTES:  # larger ones are decoded in steps, one by one
                 groups.setdefault(number, []).append((oid, frame[pos:], size))
         out: dict[ObjectId, bytes] = {}
         for number, group in groups.items():

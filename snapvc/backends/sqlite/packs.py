@@ -46,12 +46,21 @@ Deleting (gc) rewrites every stream holding a deleted object without it, as a pa
 writer whose open stream was rewritten meanwhile finds its last block gone and starts a
 new stream (a block is only ever appended after the block its compressor last wrote).
 
+Damage: a row whose values are of the wrong type, out of range (a time beyond year 9999,
+sizes declaring more than ``MAX_STREAM_BYTES``) or that follows such a row in its stream
+is left out of the directory and named (``iter_ids`` raises ``DamagedRowsError``, which
+fsck reports and gc sweeps around: ``drop_damaged``). A stream is never decoded beyond
+what its rows declare (``BlockFeeder``), and one that decodes to more is corrupt. The
+sealer leaves a pack it cannot read as it is and seals the rest; it never stops a
+commit or ``close``.
+
 Threads: everything here runs under the file's lock, except the sealer's compression.
 """
 
 from __future__ import annotations
 
 import array
+import logging
 import sqlite3
 import sys
 import threading
@@ -64,9 +73,10 @@ from dataclasses import dataclass
 import zstandard
 
 from snapvc.backends.sqlite.file import BackgroundWork, SqliteFile, batched, is_number, wrong
-from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError
+from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError, SnapvcError
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported, with_prefix
+from snapvc.store.codec import BLOCK_MAX, MAX_OBJECT, WINDOW_MAX, BlockFeeder, decompress_bounded
 
 __all__ = ["SqlitePackStore", "OPEN", "FINISHED", "PACKED", "SEALED", "STREAM_BLOCKS", "STREAM_BYTES", "PACK_BYTES",
            "JOIN_BYTES", "SEAL_LEVEL"]
@@ -105,9 +115,18 @@ CLOSE_FAST_BYTES = 8 << 20
 STALE_SECONDS = 3600
 # Decoded bytes kept for reads, across streams (the least recently read go first).
 CACHE_BYTES = 64 << 20
-# Compressed bytes fed to a stream's decompressor at a time: a read decodes up to this
-# many compressed bytes past what it needs; smaller steps copy what is left more often.
-_FEED = 1 << 20
+# The most decoded bytes a stream or pack may declare (its rows' sizes, added up): what a
+# writer makes is far less (STREAM_BYTES and a block, JOIN_BYTES), unless one frame is
+# larger, which is at most a canonical object's limit. A row declaring more is damaged:
+# nothing decodes towards it.
+MAX_STREAM_BYTES = MAX_OBJECT + JOIN_BYTES
+# A row's time is seconds since 1970 within what a date can hold (year 1 to 9999, as
+# ``datetime``): a time beyond (1e300, an infinity) is damage, which gc could not compare
+# or store again.
+MAX_TIME = 253_402_300_799
+
+_log = logging.getLogger("snapvc")
+_GENERATION_ROW = "table 'meta' row 'pack_generation'"
 
 _SCHEMA = (
     # AUTOINCREMENT: a number is never given twice, even after the rows with the highest
@@ -125,7 +144,7 @@ class _SizesContexts(threading.local):
 
     def __init__(self) -> None:
         self.compressor = zstandard.ZstdCompressor(level=WRITE_LEVEL, write_content_size=True)
-        self.decompressor = zstandard.ZstdDecompressor()
+        self.decompressor = zstandard.ZstdDecompressor(max_window_size=WINDOW_MAX)
 
 
 _sizes_contexts = _SizesContexts()
@@ -142,7 +161,7 @@ def _pack_sizes(values: Iterable[int]) -> bytes:
 def _read_sizes(buf: bytes, count: int) -> list[int] | None:
     """The ``count`` frame lengths of a ``sizes`` column; None if it holds anything else."""
     try:
-        raw = _sizes_contexts.decompressor.decompress(buf, max_output_size=4 * count + 1)
+        raw = decompress_bounded(buf, 4 * count + 1, _sizes_contexts.decompressor)
     except zstandard.ZstdError:
         return None
     if len(raw) != 4 * count:
@@ -170,15 +189,18 @@ class _Block:
 
 class _StreamReader:
     """A stream decoded from its start as far as reads needed: its decoded bytes, and the
-    decompressor to go on with (None for this process's own open stream, whose bytes are
-    known without decoding)."""
+    blocks of its zstd frame still to decode (None for this process's own open stream,
+    whose bytes are known without decoding). Blocks are fed a few at a time
+    (``BlockFeeder``), so a row never decodes to more than its sizes declare, by more
+    than a block, however little of it is stored (a zstd bomb)."""
 
     def __init__(self, stream: int, decompress: bool = True) -> None:
         self.stream = stream
         self.decoded = bytearray()
-        self.decompressor = zstandard.ZstdDecompressor().decompressobj() if decompress else None
-        self.next_block = stream  # the first block not yet fed (in number order)
-        self.pending = b""  # compressed bytes of the current block not yet fed
+        self.decompressor = BlockFeeder(zstandard.ZstdDecompressor(max_window_size=WINDOW_MAX)) \
+            if decompress else None
+        self.next_block = stream  # the first block not yet fetched (in number order)
+        self.ended = False  # decoded to its declared end, and checked that nothing follows
 
 
 @dataclass(slots=True)
@@ -205,6 +227,8 @@ class SqlitePackStore:
         self._blocks: dict[int, _Block] = {}
         self._streams: dict[int, list[int]] = {}  # stream -> its blocks' numbers, in order
         self._damaged: dict[str, str] = {}  # rows the directory left out, and why
+        self._damaged_numbers: set[int] = set()  # their numbers
+        self._unsealable: dict[int, str] = {}  # streams a seal could not read (damaged), and why
         self._broken: dict[int, int] = {}  # stream -> its first damaged row: the rows after it are left out too
         self._copies = 0  # ids the directory met in more than one row (put again), since it was loaded
         self._loaded = False
@@ -226,6 +250,8 @@ class SqlitePackStore:
         generation = self.file.get_meta("pack_generation")
         if not self._loaded or generation != self._generation:
             self._load(None)
+            if generation is not None and _generation_number(generation) is None:
+                self._damaged[_GENERATION_ROW] = f"its value {wrong(generation)}, not a count of rewrites"
         else:
             self._load(max(self._blocks, default=0))
         self._data_version = version
@@ -239,6 +265,8 @@ class SqlitePackStore:
             self._blocks.clear()
             self._streams.clear()
             self._damaged.clear()
+            self._damaged_numbers.clear()
+            self._unsealable.clear()
             self._broken.clear()
             self._copies = 0
             self._readers.clear()
@@ -264,14 +292,18 @@ class SqlitePackStore:
             problem = f"its stream {wrong(stream)}, not a block at or before it"
         elif state not in _STATES:
             problem = f"its state {wrong(state)}, not one of {sorted(_STATES)}"
-        elif not is_number(mtime):
-            problem = f"its time {wrong(mtime)}, not a number"
+        elif not is_number(mtime) or not -MAX_TIME <= mtime <= MAX_TIME:  # type: ignore[operator]  # a number: checked first
+            problem = f"its time {wrong(mtime)}, not a time in seconds since 1970"
         elif stream in self._broken:
             # Its objects' offsets in the stream count the damaged block's bytes, which
             # are not known: none of them can be found.
             problem = f"it follows damaged row {self._broken[stream]} of its stream {stream}"
+        elif (declared := self._declared(stream) + sum(lengths)) > MAX_STREAM_BYTES:
+            problem = (f"its sizes declare {declared} bytes of frames in stream {stream}, more than a pack may "
+                       f"hold ({MAX_STREAM_BYTES})")
         if problem is not None or lengths is None:
             self._damaged[row] = problem or "unreadable"
+            self._damaged_numbers.add(number)
             if type(stream) is int:
                 self._broken.setdefault(stream, number)
             return
@@ -294,6 +326,14 @@ class SqlitePackStore:
         blocks.append(number)
         self._blocks[number] = _Block(number, stream, state, float(mtime), start, offset - start, block_ids,  # type: ignore[arg-type]  # a number: checked above
                                       lengths)
+
+    def _declared(self, stream: int) -> int:
+        """The decoded bytes the rows of ``stream`` in the directory declare."""
+        blocks = self._streams.get(stream)
+        if not blocks:
+            return 0
+        last = self._blocks[blocks[-1]]
+        return last.start + last.size
 
     def _forget_rows(self, numbers: Iterable[int]) -> None:
         """Drop rows deleted by this process (a swap, a gc) from the directory."""
@@ -318,7 +358,11 @@ class SqlitePackStore:
     def _bump_generation(self) -> None:
         """Record, in the current transaction, that rows were replaced (other processes
         reload their directory)."""
-        generation = str(int(self.file.get_meta("pack_generation") or 0) + 1)
+        number = _generation_number(self.file.get_meta("pack_generation") or "0")
+        # A damaged value is replaced by one that no reader can hold: larger than any count
+        # of rewrites (every reader then reloads its directory, as after any rewrite).
+        generation = str(number + 1) if number is not None else str(time.time_ns())
+        self._damaged.pop(_GENERATION_ROW, None)
         self.file.conn.execute(
             "INSERT INTO meta (key, value) VALUES ('pack_generation', ?) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (generation,))
@@ -328,39 +372,66 @@ class SqlitePackStore:
 
     def _decoded(self, stream: int, end: int, oid: ObjectId) -> bytearray:
         """Stream ``stream``'s decoded bytes, at least its first ``end`` (the caller holds
-        the lock); ``CorruptObjectError`` naming ``oid`` if they cannot be decoded."""
+        the lock); ``CorruptObjectError`` naming ``oid`` if they cannot be decoded. Never
+        more is decoded than the stream's rows declare: a row that decodes to more (a
+        zstd bomb) is damaged, found once a whole stream is read."""
         reader = self._readers.pop(stream, None)
         if reader is None:
             reader = _StreamReader(stream)
         self._readers[stream] = reader  # now the most recently read
-        blocks = self._streams[stream]
-        while len(reader.decoded) < end:
-            if not reader.pending:
-                if reader.decompressor is None:
-                    break  # this process's own stream: it holds every byte written
-                later = [n for n in blocks if n >= reader.next_block]
-                if not later:
-                    break
-                rows = self.file.conn.execute(
-                    "SELECT number, CAST(data AS BLOB) FROM packs WHERE stream = ? AND number >= ? ORDER BY number",
-                    (stream, later[0])).fetchall()
-                if not rows:
-                    break
-                reader.pending = b"".join(data for _, data in rows)
-                reader.next_block = rows[-1][0] + 1
-            chunk, reader.pending = reader.pending[:_FEED], reader.pending[_FEED:]
-            try:
-                assert reader.decompressor is not None
-                reader.decoded += reader.decompressor.decompress(chunk)
-            except zstandard.ZstdError as exc:
-                del self._readers[stream]
-                raise CorruptObjectError(oid, f"pack {stream} of {str(self.file.path)!r} does not decode: {exc}") from None
+        where = f"pack {stream} of {str(self.file.path)!r}"
+        declared = self._declared(stream)
+        end = min(end, declared)
+        complete = self._blocks[self._streams[stream][-1]].state != OPEN
+        try:
+            while reader.decompressor is not None and (len(reader.decoded) < end or (
+                    complete and len(reader.decoded) == declared and not reader.ended)):
+                if len(reader.decoded) >= end:
+                    # Read whole: nothing may follow what its rows declare.
+                    got = reader.decompressor.take(1)
+                    if got is None and (more := self._compressed_rows(stream, reader)):
+                        reader.decompressor.add(more)
+                        continue
+                    if got:
+                        raise CorruptObjectError(oid, f"{where} decodes to more than the {declared} bytes its rows "
+                                                      f"declare")
+                    if got is None:
+                        reader.ended = True
+                    continue
+                got = reader.decompressor.take(max(end - len(reader.decoded), BLOCK_MAX))
+                if got is None:
+                    more = self._compressed_rows(stream, reader)
+                    if not more:
+                        break
+                    reader.decompressor.add(more)
+                    continue
+                reader.decoded += got
+                if len(reader.decoded) > declared:
+                    raise CorruptObjectError(oid, f"{where} decodes to more than the {declared} bytes its rows declare")
+        except (zstandard.ZstdError, CorruptObjectError) as exc:
+            del self._readers[stream]
+            if isinstance(exc, CorruptObjectError):
+                raise
+            raise CorruptObjectError(oid, f"{where} does not decode: {exc}") from None
         if len(reader.decoded) < end:
             del self._readers[stream]
-            raise CorruptObjectError(oid, f"pack {stream} of {str(self.file.path)!r} ends {end - len(reader.decoded)} "
-                                          f"bytes before it")
+            raise CorruptObjectError(oid, f"{where} ends {end - len(reader.decoded)} bytes before it")
         self._trim_readers()
         return reader.decoded
+
+    def _compressed_rows(self, stream: int, reader: _StreamReader) -> bytes:
+        """The compressed bytes of the rows of ``stream`` that ``reader`` has not fetched
+        yet (the caller holds the lock)."""
+        later = [n for n in self._streams[stream] if n >= reader.next_block]
+        if not later:
+            return b""
+        rows = self.file.conn.execute(
+            "SELECT number, CAST(data AS BLOB) FROM packs WHERE stream = ? AND number >= ? ORDER BY number",
+            (stream, later[0])).fetchall()
+        if not rows:
+            return b""
+        reader.next_block = rows[-1][0] + 1
+        return b"".join(data for _, data in rows)
 
     def _trim_readers(self) -> None:
         """Drop the least recently read streams' decoded bytes past CACHE_BYTES (this
@@ -551,7 +622,16 @@ class SqlitePackStore:
             streams = sorted({self._blocks[self._where[oid][0]].stream for oid in present})
             for stream in streams:
                 blocks = [self._blocks[n] for n in self._streams[stream]]
-                kept = [(oid, frame) for oid, frame in self._frames_of(stream) if oid not in doomed]
+                kept: list[tuple[ObjectId, bytes]] = []
+                if any(oid not in doomed for b in blocks for oid in b.ids):
+                    try:
+                        kept = [(oid, frame) for oid, frame in self._frames_of(stream) if oid not in doomed]
+                    except CorruptObjectError:
+                        # Damaged, and holding objects to keep: it cannot be rewritten
+                        # without losing them, so it stays whole (gc reports its garbage
+                        # as not removed, fsck its damage). All garbage: dropped unread.
+                        present.difference_update(oid for b in blocks for oid in b.ids)
+                        continue
                 numbers = [b.number for b in blocks]
                 self._delete_rows(numbers)
                 if kept:
@@ -561,6 +641,22 @@ class SqlitePackStore:
                 self._writing = None
         self.file.release_free_pages()
         return len(present)
+
+    def drop_damaged(self) -> dict[str, str]:
+        """Delete the rows the directory leaves out as damaged (gc, in its sweep's
+        transaction, once every object a root reaches was read without them: their
+        objects cannot be read, so nothing depends on them) and mend a damaged
+        ``pack_generation``; what was dropped or mended (row -> what was wrong)."""
+        with self.file.transaction():
+            self._current()
+            dropped = dict(self._damaged)
+            if not dropped:
+                return {}
+            self._delete_rows(sorted(self._damaged_numbers))
+            self._bump_generation()
+            self._loaded = False  # read afresh: the streams they broke are whole again, or gone
+        self.file.release_free_pages()
+        return dropped
 
     def _frames_of(self, stream: int) -> list[tuple[ObjectId, bytes]]:
         """Every (id, frame) of ``stream``, in order (the caller holds the lock)."""
@@ -613,6 +709,8 @@ class SqlitePackStore:
         packed: list[int] = []
         for stream, numbers in self._streams.items():
             last = self._blocks[numbers[-1]]
+            if stream in self._unsealable:
+                continue
             if last.state == FINISHED:
                 pending.append(stream)
             elif last.state == PACKED:
@@ -627,8 +725,8 @@ class SqlitePackStore:
         size = sum(self._stream_size(s) for s in pending)
         if budget is not None and size > budget:
             return []
-        sealed = sorted((s for s, numbers in self._streams.items() if self._blocks[numbers[-1]].state == SEALED),
-                        reverse=True) if not streams_only else []
+        sealed = sorted((s for s, numbers in self._streams.items() if self._blocks[numbers[-1]].state == SEALED
+                         and s not in self._unsealable), reverse=True) if not streams_only else []
         for stream in sealed:
             own = self._stream_size(stream)
             if own > 2 * size or own + size > JOIN_BYTES:
@@ -662,7 +760,20 @@ class SqlitePackStore:
             if any(s not in self._streams for s in streams):
                 return False
             rows = {s: list(self._streams[s]) for s in streams}
-            frames = [item for s in streams for item in self._frames_of(s)]
+            try:
+                frames = [item for s in streams for item in self._frames_of(s)]
+            except CorruptObjectError as exc:
+                # A damaged pack stays as it is (its readable objects too), for fsck to
+                # name and gc to drop once nothing needs it; the others are sealed without it.
+                for s in streams:
+                    try:
+                        self._frames_of(s)
+                    except CorruptObjectError as damage:
+                        self._unsealable[s] = str(damage)
+                        _log.warning("%s: pack %d is not sealed: %s; run 'snapvc fsck'", self.file.path, s, damage)
+                if not any(s in self._unsealable for s in streams):
+                    raise RepositoryError(f"{str(self.file.path)!r}: packs {streams} cannot be sealed: {exc}") from None
+                return False
             when = max(self._blocks[n].time for numbers in rows.values() for n in numbers)
         seen: set[bytes] = set()
         unique = []
@@ -748,7 +859,16 @@ class SqlitePackStore:
                 self.seal_all(CLOSE_FAST_BYTES, CLOSE_FAST_LEVEL)
         except RepositoryError:
             pass  # busy or read-only: sealing only saves space, and the next writer seals it
+        except SnapvcError as exc:  # the commits are stored: sealing only saves space
+            _log.warning("%s: sealing on close stopped: %s; run 'snapvc fsck'", self.file.path, exc)
         self.file.release_free_pages()
+
+
+def _generation_number(value: object) -> int | None:
+    """Meta key ``pack_generation`` as the count it is; None if it is damaged."""
+    if type(value) is str and value.isdecimal() and len(value) <= 30:
+        return int(value)
+    return None
 
 
 def _compress_all(raws: list[bytes], level: int) -> list[bytes]:
@@ -808,3 +928,5 @@ class _Sealer(BackgroundWork):
             # swap, one transaction, which rolled back; the streams stay as they were and
             # are sealed on the next request or close (sealing only saves space).
             pass
+        except Exception:  # noqa: BLE001 - the thread must live on: reported, and the rows stay as they were
+            _log.exception("%s: sealing in the background failed; run 'snapvc fsck'", store.file.path)
