@@ -30,7 +30,7 @@ from snapvc.encoding.jsonable import child_keys, from_jsonable, kind_and_size, t
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.errors import InvalidArgumentError, PathError, RefConflictError, RefNotFoundError
 from snapvc.ids import ObjectId
-from snapvc.objects import Commit
+from snapvc.objects import Commit, shown_metadata
 from snapvc.refs.names import HEADS, branch_ref, short_name
 
 __all__ = ["MAX_VALUE_CHARS", "PREVIEW_CHARS", "Tools", "parse_steps", "path_text", "value_json"]
@@ -220,7 +220,7 @@ class Tools:
     def commit_json(self, commit: Commit, labels: Mapping[bytes, list[str]] | None = None) -> dict[str, Any]:
         out = {"id": commit.id.hex, "short": commit.id.hex[:12], "parents": [p.hex for p in commit.parents],
                "author": commit.author, "time": commit.time.isoformat(), "message": commit.message,
-               "metadata": orjson.loads(commit.metadata_json), "generation": commit.generation}
+               "metadata": shown_metadata(commit, MAX_VALUE_CHARS), "generation": commit.generation}
         if labels is not None:
             out["refs"] = labels.get(commit.id, [])
         return out
