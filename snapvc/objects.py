@@ -327,10 +327,16 @@ def shown_metadata(commit: Commit, max_chars: int | None = None) -> dict[str, An
     ``max_chars``, a value that does not fit in what is left of ``max_chars`` characters of
     JSON is cut the same way, and once they are spent the keys left are not listed:
     ``"$truncated": {"omitted_keys": n, "size": ...}`` says how many, and the size of the
-    whole metadata. Damaged metadata (not a JSON object) is a ``CorruptObjectError``
-    naming the commit, as ``Commit.metadata`` says."""
+    whole metadata. Metadata that does not read as a JSON object (a damaged or crafted
+    row: nested past the 1,024 levels JSON is read to) is shown as such a cut value under
+    ``TRUNCATED``, its reason the ``CorruptObjectError`` that ``Commit.metadata`` raises
+    (``fsck`` reports it): one commit does not hide the history around it."""
     meta_json = commit.metadata_json
-    parsed = commit.metadata
+    try:
+        parsed = commit.metadata
+    except CorruptObjectError as exc:
+        head = bytes(meta_json[:PREVIEW_CHARS]).decode("utf-8", "replace")
+        return {TRUNCATED: _cut(len(meta_json), head, str(exc))}
     fits = max_chars is None or len(meta_json) <= max_chars
     if fits and meta_json.count(b"[") + meta_json.count(b"{") <= MAX_DEPTH:  # cannot nest too deep: shown whole
         return dict(parsed)
@@ -339,9 +345,12 @@ def shown_metadata(commit: Commit, max_chars: int | None = None) -> dict[str, An
     for i, (key, value) in enumerate(parsed.items()):
         value = _within_depth(value, 2)
         if left is not None:
-            size, _ = _json_size_and_head(value, 0)
+            text = orjson.dumps(value).decode()  # within MAX_DEPTH now: orjson writes it
+            size = len(text)
             if size > left:
-                size, head = _json_size_and_head(parsed[key], PREVIEW_CHARS)  # the size of what is stored
+                if value is not parsed[key]:  # cut for its depth: the size of what is stored
+                    size, text = _json_size_and_head(parsed[key], PREVIEW_CHARS)
+                head = text[:PREVIEW_CHARS]
                 value = _cut(size, head[:max(0, left)], "too large to show whole")
                 size = len(orjson.dumps(value))
             left -= len(key) + 4 + size

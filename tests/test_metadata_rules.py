@@ -40,18 +40,19 @@ def chain(containers: int) -> Any:
     return value
 
 
-def stored_before_the_rule(repo: snapvc.Repository, metadata: dict[str, Any], branch: str = "main",
+def stored_before_the_rule(repo: snapvc.Repository, metadata: dict[str, Any] | bytes, branch: str = "main",
                            state: dict[str, Any] | None = None) -> ObjectId:
     """A commit on ``branch`` whose metadata is ``metadata`` as an older snapvc stored it
-    (it took any metadata orjson could write, about 250 levels deep): packed as given,
-    below ``Commit.create``."""
+    (it took any metadata orjson could write, about 250 levels deep), or as a crafted row
+    holds it (JSON text as bytes): packed as given, below ``Commit.create``."""
     ref = "refs/heads/" + branch
     tree = repo.commit_tree(state or {"a": 1}, message="carries the tree").tree
     tip = repo.refs.get(ref)
     parents = [bytes(tip)] if tip is not None else []
     generation = 1 + (repo.get_commit(tip).generation if tip is not None else 0)
     payload = msgpack.packb([bytes(tree), parents, "old", 1_700_000_000_000_000, "deep metadata",
-                             orjson.dumps(metadata, option=orjson.OPT_SORT_KEYS), generation], use_bin_type=True)
+                             metadata if isinstance(metadata, bytes) else orjson.dumps(metadata, option=orjson.OPT_SORT_KEYS),
+                             generation], use_bin_type=True)
     oid, data = object_bytes(COMMIT, payload)
     with repo.backend.transaction():
         repo.commits.add(Commit.decode(oid, data[1:]))
@@ -164,6 +165,25 @@ def test_the_web_view_shows_metadata_stored_too_deep_cut_on_every_page() -> None
     for shown in metadata:
         assert shown["step"] == 2 and depth_of(shown) <= MAX_DEPTH
         assert "nested deeper than 100 containers" in orjson.dumps(shown).decode()
+
+
+@pytest.mark.slow  # a command in a process
+def test_a_crafted_row_nested_past_what_json_is_read_to_hides_no_other_commit(tmp_path: Path) -> None:
+    """2,000 levels: more than orjson reads (1,024). The commit's metadata says it is
+    damaged; the history around it is shown, by the web view and by ``log --json``."""
+    path = tmp_path / "agent.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit({"a": 0}, message="first", metadata={"step": 1})
+        crafted = stored_before_the_rule(repo, b'{"deep":' + b"[" * 2000 + b"]" * 2000 + b"}")
+        repo.commit({"a": 2}, message="after", metadata={"step": 3})
+        rows = _client(repo).get("/api/graph").json()["rows"]
+        assert [row["metadata"].get("step") for row in rows] == [3, None, 1]
+        assert "is not a JSON object" in rows[1]["metadata"]["$truncated"]["reason"]
+        assert crafted.hex in rows[1]["metadata"]["$truncated"]["reason"]
+    done = subprocess.run([sys.executable, "-m", "snapvc", "log", "--json", "--repo", str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [c["metadata"].get("step") for c in orjson.loads(done.stdout)] == [3, None, 1]
 
 
 def test_the_web_view_cuts_large_metadata_values_and_states_their_size() -> None:
