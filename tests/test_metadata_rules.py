@@ -12,6 +12,7 @@ array and a 30 MB string.
 from __future__ import annotations
 
 import subprocess
+import tracemalloc
 import sys
 from pathlib import Path
 from typing import Any
@@ -238,3 +239,28 @@ def test_a_cut_value_states_the_size_of_its_whole_json(huge_values: snapvc.Repos
     array = client.get("/api/state/main", params={"path": '["array"]'}).json()
     assert array["size"] == 60_000_008 and array["value"]["$truncated"] is True
     assert array["value"]["size"] == 80_000_010 and "<f8 (7500001,)" in array["value"]["preview"]
+
+
+def test_a_map_holding_a_large_array_is_measured_not_written_whole() -> None:
+    """A change adding a map that holds a 60 MB array: the answer cuts it, and writing
+    the answer allocates the array as read (and its stored bytes) but never its JSON (80
+    MB of base64, and the copies made on the way: over 1 GB before)."""
+    repo = snapvc.open("memory://")
+    array = np.arange(60_000_000 // 8, dtype=np.float64)
+    repo.commit({"a": 0}, message="small")
+    repo.commit({"a": 0, "run": {"weights": array, "note": "x"}}, message="added")
+    del array
+    client = _client(repo)
+    client.get("/api/repo")  # the server started before counting
+    tracemalloc.start()
+    try:
+        answer = client.get("/api/commit/main")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert answer.status_code == 200 and len(answer.content) < 2 * MAX_VALUE_CHARS
+    (change,) = answer.json()["changes"]
+    assert change["path"] == ["run"] and change["new"]["$truncated"] is True
+    assert change["new_size"] == change["new"]["size"] > 80_000_000
+    assert '{"note":"x","weights":{"$snapvc":"ndarray","dtype":"<f8","shape":[7500000]' in change["new"]["preview"]
+    assert peak < 3 * 60_000_000, f"{peak:,} bytes allocated at most"
