@@ -25,9 +25,11 @@ from starlette.testclient import TestClient
 
 import snapvc
 import snapvc.ui
+from snapvc.encoding.jsonable import TAG, json_head, json_size
 from snapvc.errors import InvalidCommitError
 from snapvc.ids import ObjectId
 from snapvc.objects import COMMIT, MAX_DEPTH, MAX_METADATA_BYTES, Commit, object_bytes, shown_metadata
+from snapvc.mcp.tools import Tools
 from snapvc.ui.api import MAX_VALUE_CHARS
 
 MAIN = "refs/heads/main"
@@ -264,3 +266,41 @@ def test_a_map_holding_a_large_array_is_measured_not_written_whole() -> None:
     assert change["new_size"] == change["new"]["size"] > 80_000_000
     assert '{"note":"x","weights":{"$snapvc":"ndarray","dtype":"<f8","shape":[7500000]' in change["new"]["preview"]
     assert peak < 3 * 60_000_000, f"{peak:,} bytes allocated at most"
+
+
+def test_the_mcp_tools_measure_a_large_array_instead_of_writing_it() -> None:
+    """``checkout`` of a 60 MB array, alone and in a map: answers of a few hundred bytes,
+    and no JSON of the array written on the way (the array as read, and its stored
+    bytes, are all that is allocated)."""
+    repo = snapvc.open("memory://")
+    array = np.arange(60_000_000 // 8, dtype=np.float64)
+    repo.commit({"weights": array, "run": {"weights": array}}, message="added")
+    del array
+    tools = Tools(repo)
+    for path in ("weights", "run", ""):
+        tracemalloc.start()
+        try:
+            answer = tools.checkout("main", path, limit=100, offset=0)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert len(orjson.dumps(answer)) < 2_000, path
+        assert peak < 3 * 60_000_000, f"{path}: {peak:,} bytes allocated at most"
+
+
+@pytest.mark.parametrize("value", [
+    "plain", 'quote " backslash \\ newline \n tab \t control \x01 é 😀', b"\x00\x01 bytes", [1, "a", None, True, 2.5],
+    {"k": [1, {"é": b"x"}], "$snapvc": "own key"}, (1, 2), np.arange(6, dtype=np.int32).reshape(2, 3),
+])
+def test_json_size_is_the_length_of_the_json_a_small_value_is_written_as(value: Any) -> None:
+    """What a cut value states as its size: exact, but for a large array."""
+    written = orjson.dumps(snapvc.to_jsonable(value)).decode()
+    assert json_size(value, "state") == len(written)
+    head = "".join(json_head(value, "state", 10))
+    if isinstance(value, (str, list, bytes)) or (isinstance(value, dict) and TAG not in value):
+        assert head[:10] == written[:10]  # a tagged form's preview is its items'
+
+
+def test_json_size_of_a_large_array_is_its_base64_and_header() -> None:
+    array = np.arange(100_000, dtype=np.float64)
+    assert abs(json_size(array, "state") - len(orjson.dumps(snapvc.to_jsonable(array)))) < 20

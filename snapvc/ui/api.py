@@ -26,7 +26,7 @@ from __future__ import annotations
 import difflib
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,7 +38,7 @@ from snapvc.api import Repository
 from snapvc.diff.changes import Change, format_path
 from snapvc.encoding.arrays import array_summary, header_json, is_array
 from snapvc.encoding.arrays import change_summary as array_change_summary
-from snapvc.encoding.jsonable import child_keys, kind_and_size, to_jsonable
+from snapvc.encoding.jsonable import child_keys, json_head, json_size, kind_and_size, to_jsonable
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.errors import (
     InvalidArgumentError,
@@ -112,85 +112,22 @@ def _value_json(value: Any, where: str) -> tuple[Any, int]:
         size = int(header_json(value)["bytes"]) * 4 // 3
         return _cut(size, array_summary(value)), size
     if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
-        size = _str_json_size(value)
+        size = json_size(value, where)
         return _cut(size, orjson.dumps(value[:PREVIEW_CHARS]).decode()[:PREVIEW_CHARS]), size
     if isinstance(value, bytes) and len(value) * 4 // 3 > MAX_VALUE_CHARS:
-        size = len(orjson.dumps(to_jsonable(b""))) + (len(value) + 2) // 3 * 4  # its base64, and the tag around it
+        size = json_size(value, where)
         return _cut(size, orjson.dumps(to_jsonable(value[:PREVIEW_CHARS], where)).decode()[:PREVIEW_CHARS]), size
     if isinstance(value, (Mapping, MapView, list, tuple, SeqView)):
         # Measured first, its long leaves by their length: a map holding a 60 MB array is
         # never turned into JSON whole to be cut.
-        size = _json_size(value, where)
+        size = json_size(value, where)
         if size > MAX_VALUE_CHARS:
-            return _cut(size, "".join(_json_head(value, where, PREVIEW_CHARS))[:PREVIEW_CHARS]), size
+            return _cut(size, "".join(json_head(value, where, PREVIEW_CHARS))[:PREVIEW_CHARS]), size
     found = to_jsonable(value, where)
     text = orjson.dumps(found).decode()
     if len(text) > MAX_VALUE_CHARS:
         return _cut(len(text), text[:PREVIEW_CHARS]), len(text)
     return found, len(text)
-
-
-def _leaf_size(value: Any, where: str) -> int:
-    """The characters of a leaf's JSON form; a long str, bytes or array measured without
-    writing it (an array about: its base64)."""
-    if isinstance(value, str):
-        return _str_json_size(value)
-    if isinstance(value, bytes):
-        return len(orjson.dumps(to_jsonable(b""))) + (len(value) + 2) // 3 * 4
-    if is_array(value):
-        return int(header_json(value)["bytes"]) * 4 // 3
-    return len(orjson.dumps(to_jsonable(value, where)))
-
-
-def _json_size(value: Any, where: str) -> int:
-    """The characters of ``value``'s JSON form, about (a tuple or a map with a
-    ``$snapvc`` key of its own is tagged: counted as a list and a map)."""
-    if isinstance(value, (Mapping, MapView)):
-        return 2 + sum(len(orjson.dumps(k)) + 2 + _json_size(v, where) for k, v in value.items()) + max(0, len(value) - 1)
-    if isinstance(value, (list, tuple, SeqView)):
-        return 2 + sum(_json_size(v, where) for v in value) + max(0, len(value) - 1)
-    return _leaf_size(value, where)
-
-
-def _json_head(value: Any, where: str, chars: int) -> Iterator[str]:
-    """The JSON text of ``value`` piece by piece, until about ``chars`` characters are
-    written: a long leaf gives only its beginning (an array, its form without values)."""
-    if isinstance(value, (Mapping, MapView, list, tuple, SeqView)):
-        is_map = isinstance(value, (Mapping, MapView))
-        entries: Iterator[tuple[str | None, Any]] = (
-            iter(value.items()) if isinstance(value, (Mapping, MapView)) else ((None, item) for item in value))
-        yield "{" if is_map else "["
-        for i, (key, item) in enumerate(entries):
-            if chars <= 0:
-                return
-            piece = ("," if i else "") + (orjson.dumps(key).decode() + ":" if is_map else "")
-            yield piece
-            chars -= len(piece)
-            for piece in _json_head(item, where, chars):
-                yield piece
-                chars -= len(piece)
-        yield "}" if is_map else "]"
-    elif isinstance(value, str | bytes):
-        yield orjson.dumps(to_jsonable(value[:max(chars, 0) + 1], where)).decode()
-    elif is_array(value):
-        yield orjson.dumps(header_json(value)).decode()
-    else:
-        yield orjson.dumps(to_jsonable(value, where)).decode()
-
-
-# The characters JSON writes as more than themselves: ``"``, the backslash and the controls
-# with a short escape take two; the other controls take six (``\\u001f``).
-_ESCAPED_SHORT = b'"\\\b\f\n\r\t'
-_ESCAPED_LONG = bytes(c for c in range(32) if c not in _ESCAPED_SHORT)
-
-
-def _str_json_size(text: str) -> int:
-    """The length of ``text``'s JSON form, counted without writing it (all the characters
-    escaped are ASCII: counted in its UTF-8 bytes, two passes in C)."""
-    data = text.encode("utf-8", "surrogatepass")
-    short = len(data) - len(data.translate(None, _ESCAPED_SHORT))
-    long = len(data) - len(data.translate(None, _ESCAPED_LONG))
-    return len(text) + 2 + short + 5 * long
 
 
 def _text_diff(old: Any, new: Any) -> list[str] | None:
