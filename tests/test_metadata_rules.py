@@ -119,10 +119,11 @@ def test_gc_rewriting_history_keeps_metadata_stored_before_the_rule() -> None:
 
 
 @pytest.mark.slow  # commands in processes
-@pytest.mark.parametrize("containers", [MAX_DEPTH, 250])
+@pytest.mark.parametrize("containers", [MAX_DEPTH, 253])
 def test_log_and_show_show_metadata_stored_too_deep_cut_and_blame_no_state(tmp_path: Path, containers: int) -> None:
-    """Metadata of ``containers`` nested lists below its key (``MAX_DEPTH + 1`` and more
-    containers in all) on the tip: every view of the history works and says it is cut."""
+    """Metadata of ``containers`` nested lists below its key (``MAX_DEPTH + 1`` containers
+    in all, and 254: the deepest an older ``commit`` took) on the tip: every view of the
+    history works and says it is cut."""
     path = tmp_path / "agent.snapvc"
     with snapvc.open(path) as repo:
         repo.commit({"a": 0}, message="first", metadata={"step": 1})
