@@ -40,7 +40,8 @@ import orjson
 from snapvc.errors import CorruptObjectError, FormatVersionError, InvalidCommitError
 from snapvc.ids import ObjectId
 
-__all__ = ["frozen_metadata", "metadata_filter", "BLOB", "MAP", "SEQ", "TEXT", "COMMIT", "KIND_NAMES", "Commit", "object_bytes", "split_object"]
+__all__ = ["MAX_DEPTH", "MAX_METADATA_BYTES", "frozen_metadata", "metadata_filter", "shown_metadata",
+           "BLOB", "MAP", "SEQ", "TEXT", "COMMIT", "KIND_NAMES", "Commit", "object_bytes", "split_object"]
 
 BLOB: Final = 0x01
 MAP: Final = 0x02
@@ -49,6 +50,17 @@ TEXT: Final = 0x04
 COMMIT: Final = 0x05
 KIND_NAMES: Final = {BLOB: "blob", MAP: "map", SEQ: "seq", TEXT: "text", COMMIT: "commit"}
 _KIND_BYTE = {k: bytes((k,)) for k in KIND_NAMES}
+
+# What may be stored is what can be shown. A state and a commit's metadata nest at most
+# MAX_DEPTH containers, the root (the state's dict, the metadata object) counted: deeper
+# values are refused where they enter, naming their path, so that no reader (checkout,
+# diff, merge, the JSON forms, log and show, the web view, the MCP server), recursive as
+# each is, ever meets Python's recursion limit or orjson's (255 levels). Metadata is also
+# at most MAX_METADATA_BYTES of JSON: every log walk reads it, commit after commit, so
+# a large value belongs in the state. ``shown_metadata`` is how every reader shows
+# metadata stored before these bounds (or by a damaged or crafted row): cut, never failing.
+MAX_DEPTH: Final = 100
+MAX_METADATA_BYTES: Final = 1 << 20
 
 
 def object_bytes(kind: int, payload: bytes) -> tuple[ObjectId, bytes]:
@@ -189,11 +201,18 @@ class Commit:
             return b"{}"
         if not isinstance(metadata, dict):
             raise InvalidCommitError("metadata", f"must be a dict, got {_type_name(metadata)}")
+        too_deep = _too_deep(metadata, 1)
+        if too_deep is not None:
+            raise InvalidCommitError("metadata", f"at {too_deep}: nested deeper than {MAX_DEPTH} containers (the "
+                                                 f"metadata object counted), the most metadata may hold")
         try:
             text = orjson.dumps(metadata, option=orjson.OPT_SORT_KEYS)
         except TypeError as exc:
             raise InvalidCommitError("metadata", f"must be JSON (str keys; str, number, bool, None, list, dict "
                                                  f"values): {exc}") from None
+        if len(text) > MAX_METADATA_BYTES:
+            raise InvalidCommitError("metadata", f"is {len(text):,} bytes of JSON, more than the {MAX_METADATA_BYTES:,} "
+                                                 f"it may hold (every log walk reads it): keep large values in the state")
         if orjson.loads(text) != metadata:
             raise InvalidCommitError(
                 "metadata", "must be plain JSON: a value did not survive the round trip "
@@ -225,6 +244,20 @@ class Commit:
         oid, data = object_bytes(COMMIT, payload)
         commit = cls(oid, tree, tuple(parents), author, timestamp_us, message, generation, meta_json)
         return commit, data
+
+    def moved(self, parents: tuple[ObjectId, ...], generation: int) -> tuple[Commit, bytes]:
+        """This commit on other ``parents`` (a history rewritten), and its canonical bytes:
+        its metadata is kept as it is stored, so that a commit made before the metadata
+        rules (``MAX_DEPTH``, ``MAX_METADATA_BYTES``) can still be moved."""
+        _check_fields(None, self.tree, parents, self.author, self.timestamp_us, self.message, generation)
+        payload = msgpack.packb(
+            [bytes(self.tree), [bytes(p) for p in parents], self.author, self.timestamp_us, self.message,
+             self.metadata_json, generation],
+            use_bin_type=True,
+        )
+        oid, data = object_bytes(COMMIT, payload)
+        return Commit(oid, self.tree, tuple(parents), self.author, self.timestamp_us, self.message, generation,
+                      self.metadata_json), data
 
     @classmethod
     def decode(cls, oid: ObjectId, payload: bytes) -> Commit:
@@ -268,6 +301,131 @@ class Commit:
             use_bin_type=True,
         )
         return _KIND_BYTE[COMMIT] + payload
+
+
+def _too_deep(value: object, level: int) -> str | None:
+    """The path (``['a'][0]``) of the first container in ``value`` nested deeper than
+    ``MAX_DEPTH``, ``value`` itself being a container at ``level``; None if there is none.
+    It descends at most ``MAX_DEPTH`` levels, whatever the value (a cycle included)."""
+    if isinstance(value, dict | list | tuple):
+        if level > MAX_DEPTH:
+            return ""
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            below = _too_deep(item, level + 1)
+            if below is not None:
+                return f"[{key!r}]{below}"
+    return None
+
+
+def shown_metadata(commit: Commit, max_chars: int | None = None) -> dict[str, Any]:
+    """``commit``'s metadata as every reader shows it (log, show, ``--json``, the web view,
+    the MCP server): whole when it keeps the rules ``commit`` enforces, else cut. A
+    container nested deeper than ``MAX_DEPTH`` (metadata stored before the rule, or a
+    crafted row) becomes ``{"$truncated": true, "reason": ..., "size": ..., "preview": ...}``
+    (``size``: the characters of its JSON text; ``preview``: their beginning). With
+    ``max_chars``, a value that does not fit in what is left of ``max_chars`` characters of
+    JSON is cut the same way, and once they are spent the keys left are not listed:
+    ``"$truncated": {"omitted_keys": n, "size": ...}`` says how many, and the size of the
+    whole metadata. Metadata that does not read as a JSON object (a damaged or crafted
+    row: nested past the 1,024 levels JSON is read to) is shown as such a cut value under
+    ``TRUNCATED``, its reason the ``CorruptObjectError`` that ``Commit.metadata`` raises
+    (``fsck`` reports it): one commit does not hide the history around it."""
+    meta_json = commit.metadata_json
+    try:
+        parsed = commit.metadata
+    except CorruptObjectError as exc:
+        head = bytes(meta_json[:PREVIEW_CHARS]).decode("utf-8", "replace")
+        return {TRUNCATED: _cut(len(meta_json), head, str(exc))}
+    fits = max_chars is None or len(meta_json) <= max_chars
+    if fits and meta_json.count(b"[") + meta_json.count(b"{") <= MAX_DEPTH:  # cannot nest too deep: shown whole
+        return dict(parsed)
+    shown: dict[str, Any] = {}
+    left = max_chars
+    for i, (key, value) in enumerate(parsed.items()):
+        value = _within_depth(value, 2)
+        if left is not None:
+            text = orjson.dumps(value).decode()  # within MAX_DEPTH now: orjson writes it
+            size = len(text)
+            if size > left:
+                if value is not parsed[key]:  # cut for its depth: the size of what is stored
+                    size, text = _json_size_and_head(parsed[key], PREVIEW_CHARS)
+                head = text[:PREVIEW_CHARS]
+                value = _cut(size, head[:max(0, left)], "too large to show whole")
+                size = len(orjson.dumps(value))
+            left -= len(key) + 4 + size
+            if left < 0 and i + 1 < len(parsed):
+                shown[key] = value
+                shown.setdefault(TRUNCATED, {"omitted_keys": len(parsed) - i - 1, "size": len(meta_json)})
+                return shown
+        shown[key] = value
+    return shown
+
+
+TRUNCATED: Final = "$truncated"  # the key of a value cut for showing (``shown_metadata``)
+PREVIEW_CHARS: Final = 500  # the characters of JSON a value cut for showing keeps
+
+
+def _cut(size: int, preview: str, reason: str) -> dict[str, Any]:
+    return {TRUNCATED: True, "reason": reason, "size": size, "preview": preview}
+
+
+def _within_depth(value: Any, level: int) -> Any:
+    """``value`` (plain JSON, a container at ``level`` if it is one) with every container
+    at ``MAX_DEPTH`` that holds another container cut (its cut form, a map of scalars,
+    takes its place and level); ``value`` itself when there is none."""
+    if not isinstance(value, dict | list):
+        return value
+    if level >= MAX_DEPTH and any(isinstance(v, dict | list) for v in (value.values() if isinstance(value, dict)
+                                                                       else value)):
+        size, head = _json_size_and_head(value, PREVIEW_CHARS)
+        return _cut(size, head, f"nested deeper than {MAX_DEPTH} containers, the most metadata may hold")
+    if isinstance(value, dict):
+        out_map = {k: _within_depth(v, level + 1) for k, v in value.items()}
+        return value if all(out_map[k] is v for k, v in value.items()) else out_map
+    out_list = [_within_depth(v, level + 1) for v in value]
+    return value if all(a is b for a, b in zip(out_list, value)) else out_list
+
+
+def _json_size_and_head(value: Any, head_chars: int) -> tuple[int, str]:
+    """The length of the compact JSON text of ``value`` (plain JSON, nested however deep)
+    and its first ``head_chars`` characters, written piece by piece without recursion."""
+    size = 0
+    head: list[str] = []
+    kept = 0
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Text):
+            piece = item.text
+        elif isinstance(item, dict):
+            piece = "{"
+            stack.append(_Text("}"))
+            for n, (k, v) in enumerate(reversed(item.items())):
+                stack.append(v)
+                stack.append(_Text(orjson.dumps(k).decode() + ":" if n == len(item) - 1 else
+                                   "," + orjson.dumps(k).decode() + ":"))
+        elif isinstance(item, list):
+            piece = "["
+            stack.append(_Text("]"))
+            for n, v in enumerate(reversed(item)):
+                stack.append(v)
+                if n != len(item) - 1:
+                    stack.append(_Text(","))
+        else:
+            piece = orjson.dumps(item).decode()
+        size += len(piece)
+        if kept < head_chars:
+            head.append(piece[:head_chars - kept])
+            kept += len(head[-1])
+    return size, "".join(head)
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    """A piece of JSON text on ``_json_size_and_head``'s stack (not a value to write)."""
+
+    text: str
 
 
 def metadata_filter(where: Mapping[str, Any] | Callable[[Commit], bool] | None) -> Callable[[Commit], bool] | None:

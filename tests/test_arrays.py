@@ -353,7 +353,8 @@ def test_the_web_view_shows_a_large_array_by_its_summary_without_encoding_it() -
 
     large = np.zeros(MAX_VALUE_CHARS, dtype=np.float64)
     shown, length = _value_json(large, "state['emb']")
-    assert shown == {"$truncated": True, "size": length, "preview": f"array <f8 ({MAX_VALUE_CHARS},), {large.nbytes} bytes"}
+    assert shown == {"$truncated": True, "reason": "too large to show whole", "size": length,
+                     "preview": f"array <f8 ({MAX_VALUE_CHARS},), {large.nbytes} bytes"}
     small, _ = _value_json(np.arange(3), "state['x']")
     assert small == {"$snapvc": "ndarray", "dtype": "<i8", "shape": [3], "order": "C", "values": [0, 1, 2]}
 

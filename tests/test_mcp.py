@@ -30,10 +30,13 @@ import snapvc
 from snapvc.encoding.jsonable import from_jsonable
 from snapvc.mcp.server import READ_TOOLS, WRITE_TOOLS
 from snapvc.mcp.tools import MAX_VALUE_CHARS
+from snapvc.objects import MAX_DEPTH
+from tests.test_metadata_rules import chain, depth_of, stored_before_the_rule
 
 pytestmark = pytest.mark.slow  # servers in processes
 
 WHEN = dt.datetime(2024, 5, 6, 7, 8, 9, tzinfo=dt.UTC)
+CALL_TIMEOUT = 60.0  # seconds a tool call may take before the test fails
 LONG_TEXT = "".join(f"paragraph {i}. " for i in range(3000))  # about 45,000 characters
 
 
@@ -67,7 +70,8 @@ class Server:
         return {t.name: t for t in self.portal.call(self.session.list_tools).tools}
 
     def call(self, name: str, arguments: dict[str, Any] | None = None) -> CallToolResult:
-        result = self.portal.call(self.session.call_tool, name, arguments or {})
+        # A server that never answers (one that failed to write its answer) fails the test instead of hanging it.
+        result = self.portal.call(self.session.call_tool, name, arguments or {}, CALL_TIMEOUT)
         assert isinstance(result, CallToolResult)
         return result
 
@@ -477,3 +481,30 @@ def test_paths_given_back_are_paths_the_tools_take(tmp_path: Path) -> None:
         text = path_text(steps)
         assert parse_steps(text) == tuple(str(s) for s in steps), text
     assert path_text(("messages", 3, "content")) == "messages.3.content"
+
+
+# -- metadata stored before the rules on metadata ---------------------------------------------
+
+
+def test_metadata_stored_too_deep_or_too_large_is_shown_cut_by_every_tool(tmp_path: Path) -> None:
+    """A commit whose metadata nests 250 levels (what ``commit`` took before metadata
+    had ``MAX_DEPTH``) and holds a 900,000-character value: log, show and history answer,
+    the metadata cut and its size stated, instead of failing (orjson writes at most 255
+    levels)."""
+    path = tmp_path / "agent.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit({"a": 0}, message="first", metadata={"step": 1})
+        stored_before_the_rule(repo, {"step": 2, "deep": chain(250), "note": "n" * 900_000}, state={"a": 1})
+    server = Server("--repo", str(path))
+    try:
+        answers = [server.ok("log")["commits"][0], server.ok("show", {"rev": "main"}),
+                   server.ok("history", {"path": "a"})["entries"][0]["commit"]]
+        for tip in answers:
+            metadata = tip["metadata"]
+            assert metadata["step"] == 2 and depth_of(metadata) <= MAX_DEPTH
+            assert "nested deeper than 100 containers" in json.dumps(metadata["deep"])
+            assert metadata["note"]["$truncated"] is True and metadata["note"]["size"] == 900_002
+            assert len(json.dumps(metadata)) < 2 * MAX_VALUE_CHARS
+        assert not server.problems, server.problems
+    finally:
+        server.close()

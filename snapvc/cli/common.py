@@ -33,7 +33,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import snapvc
 from snapvc.maintenance.stats import plural
-from snapvc.objects import Commit, metadata_filter
+from snapvc.objects import Commit, metadata_filter, shown_metadata
 
 __all__ = ["STDOUT", "Output", "commit_json", "describe", "find_repo", "open_repo", "parse_assignments", "parse_time", "where_filter",
            "pass_output", "plural", "progress", "progress_bar", "repo_command", "rev_completion", "state_path",
@@ -231,7 +231,7 @@ def progress(items: Iterable[T], total: int, description: str) -> Iterator[T]:
 def commit_json(c: snapvc.Commit, labels: Iterable[str] = ()) -> dict[str, Any]:
     """A commit as ``--json`` prints it."""
     out = {"id": c.id.hex, "tree": c.tree.hex, "parents": [p.hex for p in c.parents], "author": c.author,
-           "time": c.time.isoformat(), "message": c.message, "metadata": orjson.loads(c.metadata_json),
+           "time": c.time.isoformat(), "message": c.message, "metadata": shown_metadata(c),
            "generation": c.generation}
     labels = list(labels)
     if labels:

@@ -41,6 +41,7 @@ from snapvc.cli.render import (
 from snapvc.diff.changes import format_path, plain_value
 from snapvc.files import write_atomically
 from snapvc.maintenance.stats import format_bytes
+from snapvc.objects import shown_metadata
 
 __all__ = ["checkout", "diff", "history", "log", "reflog", "show", "stats"]
 
@@ -57,7 +58,7 @@ def _commit_header(out: Output, commit: snapvc.Commit, labels: list[str]) -> Non
         out.print("Merge: " + " ".join(p.short[:8] for p in commit.parents))  # one space, as git
     out.print(f"Author: {escape(commit.author)}")
     out.print(f"Date:   {commit.time.astimezone().strftime('%a %b %d %H:%M:%S %Y %z')}")
-    for key, value in commit.metadata.items():
+    for key, value in shown_metadata(commit).items():  # a value too deep or too large to show: cut
         out.print(f"[dim]Meta:   {escape(key)} = {escape(orjson.dumps(snapvc.to_jsonable(value)).decode())}[/]")
     out.print()
     for line in (commit.message or "(no message)").splitlines():

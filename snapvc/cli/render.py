@@ -29,6 +29,7 @@ from snapvc.encoding.arrays import array_summary, header_json, is_array
 from snapvc.encoding.arrays import change_summary as array_change_summary
 from snapvc.encoding.jsonable import TAG
 from snapvc.encoding.reader import is_tuple
+from snapvc.objects import shown_metadata
 
 __all__ = ["FORMAT_HELP", "LONG_TEXT", "change_json", "commit_line", "decoration", "format_commit", "graph_markup",
            "labels_by_commit", "render_changes", "value_text"]
@@ -252,11 +253,12 @@ def format_commit(fmt: str, commit: snapvc.Commit, labels: Sequence[str]) -> str
         code = match.group(1)
         if code.startswith("(meta"):
             key = code[6:-1] if code.startswith("(meta:") else None
+            metadata = shown_metadata(commit)  # a value too deep or too large to show: cut
             if key is None:
-                return _loose_json(snapvc.to_jsonable(dict(commit.metadata)))
-            if key not in commit.metadata:
+                return _loose_json(snapvc.to_jsonable(metadata))
+            if key not in metadata:
                 return ""
-            value = commit.metadata[key]
+            value = metadata[key]
             return value if isinstance(value, str) else _loose_json(snapvc.to_jsonable(value))
         local = commit.time.astimezone()
         fields: dict[str, Callable[[], str]] = {

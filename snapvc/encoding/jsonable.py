@@ -50,7 +50,7 @@ import datetime as _dt
 import math
 import uuid
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any, Final
 from zoneinfo import ZoneInfo
@@ -62,12 +62,12 @@ from snapvc.encoding.adapters import adapter_for_name, adapter_for_value
 from snapvc.encoding.arrays import JSON_KIND, header_json, is_array, is_numpy_value, numpy_reason
 from snapvc.encoding.arrays import from_json as arrays_from_json
 from snapvc.encoding.arrays import to_json as arrays_to_json
-from snapvc.encoding.reader import MapView, SeqView
+from snapvc.encoding.reader import MapView, SeqView, is_tuple
 from snapvc.encoding.values import INT_LIMIT, INT_MIN, decode_inline
 from snapvc.encoding.values import MAX_DEPTH
 from snapvc.errors import MalformedJsonError, SnapvcError, UnsupportedValueError
 
-__all__ = ["SCALAR_TYPES", "TAG", "child_keys", "from_jsonable", "kind_and_size", "to_jsonable"]
+__all__ = ["SCALAR_TYPES", "TAG", "child_keys", "from_jsonable", "json_head", "json_size", "kind_and_size", "to_jsonable"]
 
 TAG: Final = "$snapvc"
 
@@ -289,3 +289,80 @@ def child_keys(node: Any, kind: str, size: int, offset: int, limit: int) -> list
     if kind == "map":
         return list(itertools.islice(iter(node), offset, offset + limit))
     return list(range(offset, min(offset + limit, size)))
+
+
+# The characters JSON writes as more than themselves: ``"``, the backslash and the controls
+# with a short escape take two; the other controls take six (``\\u001f``).
+_ESCAPED_SHORT = b'"\\\b\f\n\r\t'
+_ESCAPED_LONG = bytes(c for c in range(32) if c not in _ESCAPED_SHORT)
+
+
+def _str_json_size(text: str) -> int:
+    """The length of ``text``'s JSON form, counted without writing it (all the characters
+    escaped are ASCII: counted in its UTF-8 bytes, two passes in C)."""
+    data = text.encode("utf-8", "surrogatepass")
+    short = len(data) - len(data.translate(None, _ESCAPED_SHORT))
+    long = len(data) - len(data.translate(None, _ESCAPED_LONG))
+    return len(text) + 2 + short + 5 * long
+
+
+def _leaf_json_size(value: Any, where: str) -> int:
+    """The characters of a leaf's JSON form; a long str, bytes or array measured without
+    writing it (a large array about: its base64 and its header)."""
+    if isinstance(value, str):
+        return _str_json_size(value)
+    if isinstance(value, bytes):
+        return _EMPTY_BYTES_SIZE + (len(value) + 2) // 3 * 4
+    if is_array(value):
+        header = header_json(value)
+        if int(header["bytes"]) > _SMALL_ARRAY_BYTES:  # written as base64 (a small one may be its numbers)
+            return len(orjson.dumps(header)) + (int(header["bytes"]) + 2) // 3 * 4
+    return len(orjson.dumps(to_jsonable(value, where)))
+
+
+_EMPTY_BYTES_SIZE: Final = len(orjson.dumps({TAG: "bytes", "base64": ""}))
+_SMALL_ARRAY_BYTES: Final = 64 * 1024  # an array this small is measured by writing it
+# What a tuple, and a map holding a "$snapvc" key of its own, are wrapped in: {"$snapvc":"tuple","items":...}
+_TUPLE_WRAPPER: Final = len(orjson.dumps({TAG: "tuple", "items": None})) - len("null")
+_DICT_WRAPPER: Final = len(orjson.dumps({TAG: "dict", "items": None})) - len("null")
+
+
+def json_size(value: Any, where: str) -> int:
+    """The characters of ``value``'s JSON form (``to_jsonable``'s), counted without writing
+    it, a stored map or list read lazily: exact but for a large array (its base64 and
+    header, about). What a viewer states as the size of a value it cuts."""
+    if isinstance(value, (Mapping, MapView)):
+        inner = 2 + sum(_str_json_size(k) + 1 + json_size(v, where) for k, v in value.items()) + max(0, len(value) - 1)
+        return inner + (_DICT_WRAPPER if TAG in value else 0)
+    if isinstance(value, (list, tuple, SeqView)):
+        inner = 2 + sum(json_size(v, where) for v in value) + max(0, len(value) - 1)
+        tagged = isinstance(value, tuple) or (isinstance(value, SeqView) and is_tuple(value))
+        return inner + (_TUPLE_WRAPPER if tagged else 0)
+    return _leaf_json_size(value, where)
+
+
+def json_head(value: Any, where: str, chars: int) -> Iterator[str]:
+    """The JSON text of ``value`` piece by piece, until about ``chars`` characters are
+    written: a long leaf gives only its beginning (an array, its form without values).
+    The preview a viewer shows of a value it cuts, written without writing the whole."""
+    if isinstance(value, (Mapping, MapView, list, tuple, SeqView)):
+        is_map = isinstance(value, (Mapping, MapView))
+        entries: Iterator[tuple[str | None, Any]] = (
+            iter(value.items()) if isinstance(value, (Mapping, MapView)) else ((None, item) for item in value))
+        yield "{" if is_map else "["
+        for i, (key, item) in enumerate(entries):
+            if chars <= 0:
+                return
+            piece = ("," if i else "") + (orjson.dumps(key).decode() + ":" if is_map else "")
+            yield piece
+            chars -= len(piece)
+            for piece in json_head(item, where, chars):
+                yield piece
+                chars -= len(piece)
+        yield "}" if is_map else "]"
+    elif isinstance(value, str | bytes):
+        yield orjson.dumps(to_jsonable(value[:max(chars, 0) + 1], where)).decode()
+    elif is_array(value):
+        yield orjson.dumps(header_json(value)).decode()
+    else:
+        yield orjson.dumps(to_jsonable(value, where)).decode()

@@ -37,6 +37,7 @@ import msgpack
 from snapvc.encoding.adapters import adapter_for_name
 from snapvc.errors import FormatVersionError, UnsupportedValueError
 from snapvc.ids import ObjectId
+from snapvc.objects import MAX_DEPTH
 
 __all__ = [
     "EXT_REF",
@@ -68,10 +69,10 @@ EXT_TYPED: Final = 9
 REF_PREFIX: Final = b"\xc7\x20\x00"
 INT_MIN: Final = -(1 << 63)
 INT_LIMIT: Final = 1 << 64
-# Containers nest at most this deep: deeper states are refused with an error naming the
-# path, so that no reader (checkout, diff, merge, JSON), recursive as each is, ever meets
+# Containers nest at most MAX_DEPTH deep (``snapvc.objects``, where the one rule for states
+# and commit metadata is kept): deeper states are refused with an error naming the path,
+# so that no reader (checkout, diff, merge, JSON), recursive as each is, ever meets
 # Python's recursion limit (about 330 levels for a list diff at the top of the stack).
-MAX_DEPTH: Final = 100
 # The scalar types stored as extension types (an int only beyond 64 bits).
 SCALAR_EXT_TYPES: Final = (_dt.datetime, _dt.date, _dt.time, _dt.timedelta, uuid.UUID, Decimal)
 

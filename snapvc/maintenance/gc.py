@@ -48,7 +48,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import orjson
 
 from snapvc.maintenance.stats import format_bytes, plural
 from snapvc.errors import DamagedRowsError, InvalidArgumentError, RefConflictError, RepositoryError, SnapvcError, UnsafeGcError
@@ -291,11 +290,9 @@ def thin_history(repo: Versioned, keep: Keep, *, dry_run: bool = False) -> tuple
                 rewriting = True
                 continue
             if rewriting:
-                commit, _ = Commit.create(
-                    tree=commit.tree, parents=(previous.id,) if previous is not None else (), author=commit.author,
-                    timestamp_us=commit.timestamp_us, message=commit.message,
-                    metadata=orjson.loads(commit.metadata_json),
-                    generation=1 + (previous.generation if previous is not None else 0))
+                # Its metadata as stored: one made before today's rules on metadata is kept, not refused.
+                commit, _ = commit.moved((previous.id,) if previous is not None else (),
+                                         1 + (previous.generation if previous is not None else 0))
                 new_commits.append(commit)
             previous = commit
         assert previous is not None

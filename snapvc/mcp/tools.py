@@ -26,11 +26,11 @@ from snapvc.api import Repository
 from snapvc.diff.changes import Change, plain_value
 from snapvc.encoding.arrays import change_summary as array_change_summary
 from snapvc.encoding.arrays import header_json, is_array
-from snapvc.encoding.jsonable import child_keys, from_jsonable, kind_and_size, to_jsonable
+from snapvc.encoding.jsonable import child_keys, from_jsonable, json_head, json_size, kind_and_size, to_jsonable
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.errors import InvalidArgumentError, PathError, RefConflictError, RefNotFoundError
 from snapvc.ids import ObjectId
-from snapvc.objects import Commit
+from snapvc.objects import Commit, shown_metadata
 from snapvc.refs.names import HEADS, branch_ref, short_name
 
 __all__ = ["MAX_VALUE_CHARS", "PREVIEW_CHARS", "Tools", "parse_steps", "path_text", "value_json"]
@@ -104,9 +104,10 @@ def value_json(value: Any, where: str, max_chars: int = MAX_VALUE_CHARS) -> tupl
         value = small
         text = orjson.dumps(value).decode()
         return value, len(text)
+    size = json_size(value, where)  # measured first: a long str, bytes or array is never written whole to be cut
+    if size > max_chars:
+        return {"$truncated": True, "size": size, "preview": "".join(json_head(value, where, PREVIEW_CHARS))[:PREVIEW_CHARS]}, size
     found, text = _json_text(value, where)
-    if len(text) > max_chars:
-        return {"$truncated": True, "size": len(text), "preview": text[:PREVIEW_CHARS]}, len(text)
     return found, len(text)
 
 
@@ -142,7 +143,7 @@ def _small_json(node: Any, where: str, budget: int) -> Any | None:
                     raise _TooLarge
                 count(value[i])
         else:
-            left -= len(value) + 2 if isinstance(value, str) else len(orjson.dumps(to_jsonable(value, where)))
+            left -= json_size(value, where)  # a long str, bytes or array measured, not written
             if left < 0:
                 raise _TooLarge
 
@@ -220,7 +221,7 @@ class Tools:
     def commit_json(self, commit: Commit, labels: Mapping[bytes, list[str]] | None = None) -> dict[str, Any]:
         out = {"id": commit.id.hex, "short": commit.id.hex[:12], "parents": [p.hex for p in commit.parents],
                "author": commit.author, "time": commit.time.isoformat(), "message": commit.message,
-               "metadata": orjson.loads(commit.metadata_json), "generation": commit.generation}
+               "metadata": shown_metadata(commit, MAX_VALUE_CHARS), "generation": commit.generation}
         if labels is not None:
             out["refs"] = labels.get(commit.id, [])
         return out
@@ -336,7 +337,7 @@ class Tools:
             if shown is not None:
                 entry["value"] = shown
             else:
-                entry["preview"] = (orjson.dumps(to_jsonable(child, here)).decode()[:PREVIEW_CHARS] if child_kind == "value"
+                entry["preview"] = ("".join(json_head(child, here, PREVIEW_CHARS))[:PREVIEW_CHARS] if child_kind == "value"
                                     else f"{{{child_size} keys}}" if child_kind == "map" else f"[{child_size} items]")
             children.append(entry)
         following = offset + len(keys) if offset + len(keys) < size else None

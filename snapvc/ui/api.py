@@ -38,7 +38,7 @@ from snapvc.api import Repository
 from snapvc.diff.changes import Change, format_path
 from snapvc.encoding.arrays import array_summary, header_json, is_array
 from snapvc.encoding.arrays import change_summary as array_change_summary
-from snapvc.encoding.jsonable import child_keys, kind_and_size, to_jsonable
+from snapvc.encoding.jsonable import child_keys, json_head, json_size, kind_and_size, to_jsonable
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.errors import (
     InvalidArgumentError,
@@ -53,7 +53,7 @@ from snapvc.errors import (
     UnknownRevisionError,
 )
 from snapvc.ids import ObjectId
-from snapvc.objects import Commit, metadata_filter
+from snapvc.objects import Commit, metadata_filter, shown_metadata
 from snapvc.refs.names import HEADS, TAGS, branch_ref, short_name, tag_ref
 from snapvc.ui.graph import graph_page, row_json
 
@@ -62,7 +62,8 @@ __all__ = ["Api", "MAX_VALUE_CHARS", "PREVIEW_CHARS", "change_json"]
 MAX_VALUE_CHARS = 20_000  # a value whose JSON is longer is cut to a preview of ...
 PREVIEW_CHARS = 500  # ... this many characters
 CHILD_PREVIEW_CHARS = 120  # the preview of a child in the state tree
-TEXT_DIFF_CHARS = 200  # strings longer than this (or of several lines) get a line diff
+TEXT_DIFF_CHARS = 200  # strings longer than this (or of several lines) get a line diff ...
+TEXT_DIFF_MAX_CHARS = 1_000_000  # ... unless longer than this; a line diff is cut to MAX_VALUE_CHARS
 GRAPH_LIMIT, GRAPH_MAX = 100, 500
 Path = tuple[str | int, ...]
 
@@ -94,19 +95,38 @@ def error_response(exc: SnapvcError) -> JSONResponse:
 # -- values as JSON --------------------------------------------------------------------------
 
 
+def _cut(size: int, preview: str) -> dict[str, Any]:
+    """A value too long to send whole, as the page shows it: the characters of its whole
+    JSON text, and the beginning of that text (or, for an array, its summary)."""
+    return {"$truncated": True, "reason": "too large to show whole", "size": size, "preview": preview}
+
+
 def _value_json(value: Any, where: str) -> tuple[Any, int]:
     """``value`` in snapvc's JSON form, cut to a preview past ``MAX_VALUE_CHARS``, and the
-    length of its whole JSON text."""
+    length of its whole JSON text. A long str, bytes or array is never turned into JSON
+    whole to be cut: only its beginning is (its size is counted, or computed)."""
     if value is None:
         return None, 0
     if is_array(value) and int(header_json(value)["bytes"]) * 4 // 3 > MAX_VALUE_CHARS:
         # A large array is not turned into JSON to be cut: its base64 alone would be that long.
         size = int(header_json(value)["bytes"]) * 4 // 3
-        return {"$truncated": True, "size": size, "preview": array_summary(value)}, size
+        return _cut(size, array_summary(value)), size
+    if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
+        size = json_size(value, where)
+        return _cut(size, orjson.dumps(value[:PREVIEW_CHARS]).decode()[:PREVIEW_CHARS]), size
+    if isinstance(value, bytes) and len(value) * 4 // 3 > MAX_VALUE_CHARS:
+        size = json_size(value, where)
+        return _cut(size, orjson.dumps(to_jsonable(value[:PREVIEW_CHARS], where)).decode()[:PREVIEW_CHARS]), size
+    if isinstance(value, (Mapping, MapView, list, tuple, SeqView)):
+        # Measured first, its long leaves by their length: a map holding a 60 MB array is
+        # never turned into JSON whole to be cut.
+        size = json_size(value, where)
+        if size > MAX_VALUE_CHARS:
+            return _cut(size, "".join(json_head(value, where, PREVIEW_CHARS))[:PREVIEW_CHARS]), size
     found = to_jsonable(value, where)
     text = orjson.dumps(found).decode()
     if len(text) > MAX_VALUE_CHARS:
-        return {"$truncated": True, "size": len(text), "preview": text[:PREVIEW_CHARS]}, len(text)
+        return _cut(len(text), text[:PREVIEW_CHARS]), len(text)
     return found, len(text)
 
 
@@ -116,8 +136,20 @@ def _text_diff(old: Any, new: Any) -> list[str] | None:
         return None
     if "\n" not in old and "\n" not in new and max(len(old), len(new)) <= TEXT_DIFF_CHARS:
         return None
+    if max(len(old), len(new)) > TEXT_DIFF_MAX_CHARS:  # too long to diff line by line here: both sides are cut
+        return None
     lines = difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=3)
-    return [line for line in lines if not line.startswith(("---", "+++"))]
+    out: list[str] = []
+    left = MAX_VALUE_CHARS
+    for line in lines:
+        if line.startswith(("---", "+++")):
+            continue
+        if len(line) > left:
+            out.append("… (the line diff is cut here: too long to show whole)")
+            break
+        out.append(line)
+        left -= len(line) + 1
+    return out
 
 
 def change_json(change: Change) -> dict[str, Any]:
@@ -184,6 +216,8 @@ def _preview(value: Any) -> str:
         return f"{{{len(value)} keys}}"
     if isinstance(value, SeqView):
         return f"[{len(value)} items]"
+    if isinstance(value, str | bytes):  # only its beginning is turned into JSON
+        value = value[:CHILD_PREVIEW_CHARS]
     text = orjson.dumps(to_jsonable(value)).decode()
     return text if len(text) <= CHILD_PREVIEW_CHARS else text[:CHILD_PREVIEW_CHARS - 1] + "…"
 
@@ -305,7 +339,8 @@ class Api:
     @staticmethod
     def _commit(commit: Commit, labels: Mapping[ObjectId, list[str]]) -> dict[str, Any]:
         return {"id": commit.id.hex, "short": commit.id.hex[:12], "parents": [p.hex for p in commit.parents],
-                "message": commit.message, "time": commit.time.isoformat(), "metadata": orjson.loads(commit.metadata_json),
+                "message": commit.message, "time": commit.time.isoformat(),
+                "metadata": shown_metadata(commit, MAX_VALUE_CHARS),
                 "refs": labels.get(commit.id, [])}
 
     def repo_info(self, request: Request) -> dict[str, Any]:
@@ -360,7 +395,8 @@ class Api:
         node = _at(self.repo.snapshot(commit.id), path)
         kind, size = kind_and_size(node)
         if kind == "value":
-            return {"path": list(path), "kind": "value", "size": size, "value": to_jsonable(node, format_path(path))}
+            shown, _ = _value_json(node, format_path(path))  # a value too long to send whole is cut
+            return {"path": list(path), "kind": "value", "size": size, "value": shown}
         keys = child_keys(node, kind, size, offset, limit)
         children = []
         for key in keys:
@@ -407,7 +443,7 @@ class Api:
             latest = repo.get_commit(tip)
             if match is not None and not match(latest):
                 continue
-            metadata = latest.metadata
+            metadata = shown_metadata(latest, MAX_VALUE_CHARS)
             # The lines a thread left (a LangGraph fork keeps <branch>/+fork/<id>): its
             # branches that no thread owns (its pending writes are not a line).
             forks = [b for b in branches if b.startswith(thread.branch + "/") and b not in names
@@ -415,7 +451,7 @@ class Api:
             out.append({"thread_id": thread.id, "namespace": thread.namespace, "branch": thread.branch,
                         "session": metadata.get("session_id"), "commits": latest.generation,
                         "latest": {"id": tip.hex, "short": tip.hex[:12], "time": latest.time.isoformat(),
-                                   "message": latest.message, "metadata": orjson.loads(latest.metadata_json)},
+                                   "message": latest.message, "metadata": metadata},
                         "forks": forks})
         return {"threads": out}
 
