@@ -5,7 +5,6 @@ damage."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator
@@ -70,18 +69,20 @@ def test_a_commit_and_a_gc_landing_while_fsck_reads_are_no_damage(where: str, st
 # Writer and gc processes beside an fsck loop: seconds.
 
 WRITERS = 2
-COMMITS = 60
+ROOT = Path(__file__).resolve().parents[1]
 
 # Each writer commits to its own branch, and every few commits to a scratch branch it
-# deletes again (garbage for the gc beside, and reflog entries the gc expires).
-WRITER = r'''
-import json, os, sys, time
+# deletes again (garbage for the gc beside, and reflog entries the gc expires). On S3 the
+# writers and the gc use the loop's shrunk bounds, and the gc its minimum grace.
+WRITER = r"""
+import os, sys, time
 import snapvc
+from tests.test_s3_gc_race import LOOP
 
-path, name, commits, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-while not os.path.exists(go):
-    time.sleep(0.001)
-with snapvc.open(path) as repo:
+location, name, commits, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+with snapvc.open(location, **({"gc_timing": LOOP} if location.startswith("s3://") else {})) as repo:
+    while not os.path.exists(go):
+        time.sleep(0.001)
     state = {"by": name, "log": []}
     for i in range(commits):
         state["log"].append(f"{name} wrote {i} " * 20)
@@ -89,34 +90,60 @@ with snapvc.open(path) as repo:
         if i % 3 == 2:
             repo.commit({"scratch": f"{name} scratch {i} " * 200}, branch=f"{name}-scratch")
             repo.delete_branch(f"{name}-scratch")
-print(json.dumps({"commits": commits}))
-'''
+print(commits)
+"""
 
-COLLECTOR = r'''
-import json, os, sys
+COLLECTOR = r"""
+import os, sys
 import snapvc
+from tests.test_s3_gc_race import LOOP
 
-path, stop = sys.argv[1], sys.argv[2]
+location, stop = sys.argv[1], sys.argv[2]
+s3 = location.startswith("s3://")
 runs = 0
-with snapvc.open(path) as repo:
+with snapvc.open(location, **({"gc_timing": LOOP} if s3 else {})) as repo:
     while not os.path.exists(stop):
-        repo.gc(grace=0, reflog_expiry=0)
+        repo.gc(grace=LOOP.min_grace if s3 else 0, reflog_expiry=0)
         runs += 1
-print(json.dumps({"gc_runs": runs}))
-'''
+print(runs)
+"""
 
 
-def _start(tmp_path: Path, name: str, code: str, *args: str) -> subprocess.Popen[str]:
-    script = tmp_path / f"{name}.py"
-    script.write_text(code)
-    return subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+def _start(code: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", code, *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
-def _result(proc: subprocess.Popen[str]) -> dict:
+def _printed(proc: subprocess.Popen[str]) -> int:
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
-    return json.loads(out)
+    return int(out)
+
+
+def _fsck_beside_writers_and_gc(location: str, tmp_path: Path, commits: int, **options: Any) -> None:
+    """fsck in a loop while WRITERS writer processes commit ``commits`` times each and a
+    gc process sweeps in a loop: every report is clean, and so is one after."""
+    go, stop = tmp_path / "go", tmp_path / "stop"
+    writers = [_start(WRITER, location, f"w{n}", str(commits), str(go)) for n in range(WRITERS)]
+    collector = _start(COLLECTOR, location, str(stop))
+    reports = []
+    try:
+        with snapvc.open(location, **options) as repo:
+            go.touch()
+            while any(w.poll() is None for w in writers):
+                reports.append(repo.fsck())
+    finally:
+        stop.touch()
+        go.touch()
+    assert [_printed(w) for w in writers] == [commits] * WRITERS
+    assert _printed(collector) > 0, "no gc ran beside the writers: the test shows nothing"
+    assert len(reports) >= 3, "fsck ran too few times beside the writers to show anything"
+    bad = [str(r) for r in reports if not r.ok]
+    assert not bad, f"{len(bad)} of {len(reports)} fsck runs beside live writers reported problems:\n" + "\n".join(bad[:3])
+    with snapvc.open(location, **options) as repo:
+        final = repo.fsck()
+        assert final.ok, str(final)
+        assert [c.message for c in repo.log("w0")][0] == f"w0 {commits - 1}"
 
 
 @pytest.mark.slow
@@ -124,98 +151,14 @@ def test_fsck_beside_writers_and_gc_reports_no_problem(tmp_path: Path) -> None:
     path = tmp_path / "live.snapvc"
     with snapvc.open(path) as repo:
         repo.commit({"start": True}, message="start")
-    go, stop = tmp_path / "go", tmp_path / "stop"
-    writers = [_start(tmp_path, f"w{n}", WRITER, str(path), f"w{n}", str(COMMITS), str(go)) for n in range(WRITERS)]
-    collector = _start(tmp_path, "gc", COLLECTOR, str(path), str(stop))
-    reports = []
-    try:
-        with snapvc.open(path) as repo:
-            go.touch()
-            while any(w.poll() is None for w in writers):
-                reports.append(repo.fsck())
-    finally:
-        stop.touch()
-        go.touch()
-    results = [_result(w) for w in writers]
-    gc = _result(collector)
-    assert [r["commits"] for r in results] == [COMMITS] * WRITERS and gc["gc_runs"] > 0
-    assert len(reports) >= 3, "fsck ran too few times beside the writers to show anything"
-    bad = [str(r) for r in reports if not r.ok]
-    assert not bad, f"{len(bad)} of {len(reports)} fsck runs beside live writers reported problems:\n" + "\n".join(bad[:3])
-    with snapvc.open(path) as repo:
-        final = repo.fsck()
-        assert final.ok, str(final)
-        assert [c.message for c in repo.log("w0")][0] == f"w0 {COMMITS - 1}"
-
-
-S3_WRITER = r'''
-import sys
-import snapvc
-from tests.test_s3_gc_race import LOOP
-
-url, name, commits = sys.argv[1], sys.argv[2], int(sys.argv[3])
-with snapvc.open(url, gc_timing=LOOP) as repo:
-    print("ready", flush=True)
-    sys.stdin.readline()
-    state = {"by": name, "log": []}
-    for i in range(commits):
-        state["log"].append(f"{name} wrote {i} " * 20)
-        repo.commit(state, branch=name, message=f"{name} {i}")
-        if i % 3 == 2:
-            repo.commit({"scratch": f"{name} scratch {i} " * 200}, branch=f"{name}-scratch")
-            repo.delete_branch(f"{name}-scratch")
-print("done", flush=True)
-'''
-
-S3_COLLECTOR = r'''
-import os, sys
-import snapvc
-from tests.test_s3_gc_race import LOOP
-
-url, stop = sys.argv[1], sys.argv[2]
-runs = 0
-with snapvc.open(url, gc_timing=LOOP) as repo:
-    while not os.path.exists(stop):
-        repo.gc(grace=LOOP.min_grace, reflog_expiry=0)
-        runs += 1
-print(runs, flush=True)
-'''
+    _fsck_beside_writers_and_gc(str(path), tmp_path, commits=60)
 
 
 @pytest.mark.slow
 def test_fsck_beside_writers_and_gc_on_s3_reports_no_problem(s3_url: str, tmp_path: Path) -> None:
     """As on SQLite, on S3 (no snapshot there: fsck's order of reads, refs first, and a
     ref read again before it is reported), with gc at its minimum grace beside."""
-    from tests.test_s3_gc_race import LOOP, ROOT
+    from tests.test_s3_gc_race import LOOP
 
     snapvc.open(s3_url).close()
-    stop = tmp_path / "stop"
-    writers = [subprocess.Popen([sys.executable, "-c", S3_WRITER, s3_url, f"w{n}", "15"], cwd=ROOT,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for n in range(WRITERS)]
-    collector = subprocess.Popen([sys.executable, "-c", S3_COLLECTOR, s3_url, str(stop)], cwd=ROOT,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    reports = []
-    try:
-        for w in writers:
-            assert w.stdout is not None and w.stdout.readline() == "ready\n"
-        for w in writers:
-            assert w.stdin is not None
-            w.stdin.write("go\n")
-            w.stdin.flush()
-        with snapvc.open(s3_url, gc_timing=LOOP) as repo:
-            while any(w.poll() is None for w in writers):
-                reports.append(repo.fsck())
-    finally:
-        stop.touch()
-        for proc in (*writers, collector):
-            if proc.poll() is None and proc is not collector:
-                proc.wait(timeout=120)
-    outputs = [w.communicate(timeout=120) for w in writers]
-    gc_out, gc_err = collector.communicate(timeout=120)
-    for w, (out, err) in zip(writers, outputs, strict=True):
-        assert w.returncode == 0 and out.endswith("done\n"), err
-    assert collector.returncode == 0 and int(gc_out) > 0, gc_err
-    assert len(reports) >= 3, "fsck ran too few times beside the writers to show anything"
-    bad = [str(r) for r in reports if not r.ok]
-    assert not bad, f"{len(bad)} of {len(reports)} fsck runs beside live writers reported problems:\n" + "\n".join(bad[:3])
+    _fsck_beside_writers_and_gc(s3_url, tmp_path, commits=15, gc_timing=LOOP)

@@ -15,7 +15,6 @@ import importlib.abc
 import importlib.util
 import os
 import re
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from snapvc.maintenance.graph import read_children
 from snapvc.objects import COMMIT, MAP, SEQ, TEXT, Commit, split_object
 from snapvc.store.codec import CompressedStore, Dictionary, _varint, decode_frame, encode_delta_frame, encode_frame
 from snapvc.backends.memory.objects import MemoryObjectStore
+from tests.privileges import without_root_file_access
 
 EXAMPLES = int(os.environ.get("SNAPVC_FUZZ_EXAMPLES", "1500"))
 # A deadline far above what a decoder takes (microseconds) catches a hang, not a slow machine.
@@ -292,18 +292,6 @@ def test_repository_paths_that_are_not_repositories(tmp_path: Path) -> None:
         snapvc.open(tmp_path / "absent.snapvc", create=False)
 
 
-def _without_root_file_access(command: list[str]) -> list[str]:
-    """``command`` run so that file modes bind it: as is for a user, and for root (as the
-    tests run in CI) through util-linux's ``setpriv`` without the capabilities that let
-    root read and search whatever the mode (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH)."""
-    if os.geteuid() != 0:
-        return command
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root, and util-linux's setpriv (which drops root's file access) is not installed")
-    return [setpriv, "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", *command]
-
-
 _OPEN = """
 import sys, snapvc
 try:
@@ -322,9 +310,9 @@ def test_an_unreadable_repository_is_a_clear_error(tmp_path: Path) -> None:
     before = path.read_bytes()
     path.chmod(0)
     try:
-        probe = subprocess.run(_without_root_file_access(["cat", str(path)]), capture_output=True)
+        probe = subprocess.run(without_root_file_access(["cat", str(path)]), capture_output=True)
         assert probe.returncode != 0, "the file is still readable: the test would prove nothing"
-        done = subprocess.run(_without_root_file_access([sys.executable, "-c", _OPEN, str(path)]),
+        done = subprocess.run(without_root_file_access([sys.executable, "-c", _OPEN, str(path)]),
                               capture_output=True, text=True, timeout=60)
     finally:
         path.chmod(0o644)

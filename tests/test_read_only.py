@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import snapvc
+from tests.privileges import without_root_file_access
 
 pytestmark = pytest.mark.slow  # every test runs the command line in subprocesses
 
@@ -134,17 +135,6 @@ def test_a_log_that_cannot_be_read_on_a_read_only_file_system_is_refused_with_th
     assert "write-ahead log" in err and "read-only file system" in err and "not a snapvc repository" not in err, err
 
 
-def _without_write_access(command: list[str]) -> list[str]:
-    """``command`` run so that file modes bind it (root through ``setpriv`` without
-    CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH)."""
-    if os.geteuid() != 0:
-        return command
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root, and util-linux's setpriv (which drops root's file access) is not installed")
-    return [setpriv, "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", *command]
-
-
 def test_a_repository_the_user_may_not_write_is_read_and_refuses_writes(tmp_path: Path) -> None:
     folder = tmp_path / "theirs"
     folder.mkdir()
@@ -154,11 +144,11 @@ def test_a_repository_the_user_may_not_write_is_read_and_refuses_writes(tmp_path
     (folder / "r.snapvc").chmod(0o444)
     folder.chmod(0o555)
     try:
-        probe = subprocess.run(_without_write_access(["touch", str(folder / "probe")]), capture_output=True)
+        probe = subprocess.run(without_root_file_access(["touch", str(folder / "probe")]), capture_output=True)
         assert probe.returncode != 0, "the folder is still writable: the test would prove nothing"
-        _read_and_write(_without_write_access([]), folder / "r.snapvc")
+        _read_and_write(without_root_file_access([]), folder / "r.snapvc")
         # Creating a repository there says why it cannot.
-        done = subprocess.run(_without_write_access([sys.executable, "-m", "snapvc", "init", str(folder / "new.snapvc")]),
+        done = subprocess.run(without_root_file_access([sys.executable, "-m", "snapvc", "init", str(folder / "new.snapvc")]),
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and "may not be written" in done.stderr, done.stderr
     finally:

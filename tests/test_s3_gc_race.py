@@ -91,20 +91,25 @@ def test_a_writer_uploads_again_bytes_stored_longer_ago_than_the_reuse_window(s3
         assert repo.backend.reusable(stored) == stored  # their bytes are recent again
 
 
-def _during_the_sweep(cleaner: snapvc.Repository, action: Callable[[], Any]) -> list[Any]:
-    """Run ``action`` once, in the gap no lock on S3 closes: after the sweep read the refs
-    again and before it lists the packs to delete from. Returns what it returned."""
-    packs = cleaner.backend.packs
-    original = packs.delete
+def _once_before(owner: Any, method: str, action: Callable[[], Any]) -> list[Any]:
+    """Run ``action`` once, just before ``owner``'s ``method`` is next called. Returns
+    the list that will hold what it returned."""
+    original = getattr(owner, method)
     done: list[Any] = []
 
-    def delete(*args: Any, **kwargs: Any) -> int:
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
         if not done:
             done.append(action())
         return original(*args, **kwargs)
 
-    packs.delete = delete  # type: ignore[method-assign]
+    setattr(owner, method, wrapped)
     return done
+
+
+def _during_the_sweep(cleaner: snapvc.Repository, action: Callable[[], Any]) -> list[Any]:
+    """Run ``action`` once, in the gap no lock on S3 closes: after the sweep read the refs
+    again and before it lists the packs to delete from. Returns what it returned."""
+    return _once_before(cleaner.backend.packs, "delete", action)
 
 
 @pytest.mark.parametrize("words", [600, 12_000], ids=["touched", "found-stored"])
@@ -130,17 +135,7 @@ def test_content_brought_back_while_gc_removes_it_stays_readable(s3_url: str, wo
 def _sweep_before_the_ref_moves(writer: snapvc.Repository, sweep: Callable[[], Any]) -> list[Any]:
     """Run ``sweep`` once inside the writer's next commit, after it compared the gc epoch
     and just before its ref moves: the gap no lock on S3 closes. Returns what it returned."""
-    refs = writer.refs
-    original = refs.compare_and_swap
-    done: list[Any] = []
-
-    def compare_and_swap(*args: Any, **kwargs: Any) -> bool:
-        if not done:
-            done.append(sweep())
-        return original(*args, **kwargs)
-
-    refs.compare_and_swap = compare_and_swap  # type: ignore[method-assign]
-    return done
+    return _once_before(writer.refs, "compare_and_swap", sweep)
 
 
 @pytest.mark.parametrize("taught_by", ["its-own-commit", "a-checkout"])
