@@ -318,7 +318,7 @@ def _too_deep(value: object, level: int) -> str | None:
     return None
 
 
-def shown_metadata(commit: Commit, max_chars: int | None = None) -> dict[str, Any]:
+def shown_metadata(commit: Commit, max_chars: int | None = None, *, show_damage: bool = False) -> dict[str, Any]:
     """``commit``'s metadata as every reader shows it (log, show, ``--json``, the web view,
     the MCP server): whole when it keeps the rules ``commit`` enforces, else cut. A
     container nested deeper than ``MAX_DEPTH`` (metadata stored before the rule, or a
@@ -328,13 +328,18 @@ def shown_metadata(commit: Commit, max_chars: int | None = None) -> dict[str, An
     JSON is cut the same way, and once they are spent the keys left are not listed:
     ``"$truncated": {"omitted_keys": n, "size": ...}`` says how many, and the size of the
     whole metadata. Metadata that does not read as a JSON object (a damaged or crafted
-    row: nested past the 1,024 levels JSON is read to) is shown as such a cut value under
-    ``TRUNCATED``, its reason the ``CorruptObjectError`` that ``Commit.metadata`` raises
-    (``fsck`` reports it): one commit does not hide the history around it."""
+    row: not JSON, or nested past the 1,024 levels JSON is read to) is the
+    ``CorruptObjectError`` that ``Commit.metadata`` raises, naming the commit (``fsck``
+    reports it), as the command line's every read of damage is; with ``show_damage``
+    (the web view and the MCP server, which show a history to browse) it is shown as
+    such a cut value under ``TRUNCATED``, its reason that error, so one commit does not
+    hide the history around it."""
     meta_json = commit.metadata_json
     try:
         parsed = commit.metadata
     except CorruptObjectError as exc:
+        if not show_damage:
+            raise
         head = bytes(meta_json[:PREVIEW_CHARS]).decode("utf-8", "replace")
         return {TRUNCATED: _cut(len(meta_json), head, str(exc))}
     fits = max_chars is None or len(meta_json) <= max_chars

@@ -314,3 +314,16 @@ def test_threads_are_listed_and_filtered_by_metadata(driver: Any, tmp_path: Path
         WebDriverWait(driver, WAIT, ignored_exceptions=(StaleElementReferenceException,)).until(
             lambda d: [r.get_attribute("data-thread") for r in d.find_elements("css selector", "#threads-table .thread-row")] == ["chat-2"],
             "the filter source=tool, step=2 did not leave chat-2 alone")
+
+
+def test_metadata_that_is_no_scalar_is_shown_in_the_graph_as_its_json(driver: Any, tmp_path: Path) -> None:
+    """A step or status given as a map, or one the server cut as too large to send whole,
+    reads in the graph's chips as the beginning of its JSON, never as "[object Object]"."""
+    with snapvc.open(tmp_path / "meta.snapvc") as repo:
+        repo.commit({"a": 1}, message="mapped", metadata={"step": {"phase": "plan", "n": 2}, "status": {"code": "ok"}})
+        repo.commit({"a": 2}, message="long", metadata={"step": {"trace": "x" * 30_000}})
+    with serve(tmp_path / "meta.snapvc") as url:
+        rows = open_graph(driver, url, 2)
+        chips = [[c.text for c in r.find_elements("css selector", ".meta .chip")] for r in rows]
+        assert chips[1] == ['step {"n":2,"phase":"plan"}', '{"code":"ok"}'], chips
+        assert len(chips[0]) == 1 and chips[0][0].startswith('step {"trace":"xxx') and chips[0][0].endswith("…"), chips

@@ -221,7 +221,7 @@ class Tools:
     def commit_json(self, commit: Commit, labels: Mapping[bytes, list[str]] | None = None) -> dict[str, Any]:
         out = {"id": commit.id.hex, "short": commit.id.hex[:12], "parents": [p.hex for p in commit.parents],
                "author": commit.author, "time": commit.time.isoformat(), "message": commit.message,
-               "metadata": shown_metadata(commit, MAX_VALUE_CHARS), "generation": commit.generation}
+               "metadata": shown_metadata(commit, MAX_VALUE_CHARS, show_damage=True), "generation": commit.generation}
         if labels is not None:
             out["refs"] = labels.get(commit.id, [])
         return out

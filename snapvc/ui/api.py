@@ -340,7 +340,7 @@ class Api:
     def _commit(commit: Commit, labels: Mapping[ObjectId, list[str]]) -> dict[str, Any]:
         return {"id": commit.id.hex, "short": commit.id.hex[:12], "parents": [p.hex for p in commit.parents],
                 "message": commit.message, "time": commit.time.isoformat(),
-                "metadata": shown_metadata(commit, MAX_VALUE_CHARS),
+                "metadata": shown_metadata(commit, MAX_VALUE_CHARS, show_damage=True),
                 "refs": labels.get(commit.id, [])}
 
     def repo_info(self, request: Request) -> dict[str, Any]:
@@ -443,7 +443,7 @@ class Api:
             latest = repo.get_commit(tip)
             if match is not None and not match(latest):
                 continue
-            metadata = shown_metadata(latest, MAX_VALUE_CHARS)
+            metadata = shown_metadata(latest, MAX_VALUE_CHARS, show_damage=True)
             # The lines a thread left (a LangGraph fork keeps <branch>/+fork/<id>): its
             # branches that no thread owns (its pending writes are not a line).
             forks = [b for b in branches if b.startswith(thread.branch + "/") and b not in names

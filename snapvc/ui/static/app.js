@@ -31,6 +31,14 @@ function esc(s) {
   return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 }
 
+// A metadata value in a chip of the graph: a scalar as it is; a map or list (a value the
+// server cut is one) as the beginning of its JSON.
+function chipText(value) {
+  if (value === null || typeof value !== "object") return String(value);
+  const text = value.$truncated ? `${value.preview} …` : JSON.stringify(value);
+  return text.length > 40 ? `${text.slice(0, 39)}…` : text;
+}
+
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
@@ -214,8 +222,11 @@ function drawGraph() {
     const r = app.rows[i];
     const m = r.metadata || {};
     const chips = [];
-    if (m.step !== undefined) chips.push(`<span class="chip" title="step">step ${esc(m.step)}</span>`);
-    if (m.status !== undefined) chips.push(`<span class="chip status-${esc(String(m.status).toLowerCase())}" title="status">${esc(m.status)}</span>`);
+    if (m.step !== undefined) chips.push(`<span class="chip" title="step">step ${esc(chipText(m.step))}</span>`);
+    if (m.status !== undefined) {
+      const kind = typeof m.status === "string" ? ` status-${esc(m.status.toLowerCase())}` : "";
+      chips.push(`<span class="chip${kind}" title="status">${esc(chipText(m.status))}</span>`);
+    }
     const t = tokens(m);
     if (t !== null) chips.push(`<span class="chip" title="tokens: ${t}">${count(t)} tok</span>`);
     const cls = ["row", r.id === app.current ? "current" : "", app.picked.includes(r.id) ? "picked" : ""].join(" ");
