@@ -172,6 +172,30 @@ def test_a_writer_does_not_rely_on_its_encode_cache_once_another_client_moved_th
         assert reader.fsck().ok
 
 
+def _commit_that_lost_its_race(writer: snapvc.Repository, other: snapvc.Repository, cleaner: snapvc.Repository,
+                               clock: Clock) -> tuple[ObjectId, ObjectId, ObjectId]:
+    """A commit of ``writer`` on main whose compare-and-swap lost: ``other`` reset main to
+    its first commit meanwhile, and ``cleaner``'s gc removed the tip the commit built on
+    (old, and reached by nothing once main moved) before the writer's ref moved. Returns
+    the commit main was reset to, the parent removed, and the commit stored on it that
+    no ref reaches (young)."""
+    notes = document("h", 12_000)
+    start = writer.commit({"step": 0})
+    parent = writer.commit({"step": 1, "notes": notes})
+    clock.now += 10 * MINUTE.min_grace
+
+    def reset_and_sweep() -> snapvc.GcReport:
+        other.reset("main", to=start.id)
+        return cleaner.gc(grace=MINUTE.min_grace, reflog_expiry=0)
+
+    _sweep_before_the_ref_moves(writer, reset_and_sweep)
+    with pytest.raises(snapvc.RefConflictError):
+        writer.commit({"step": 2, "notes": notes})
+    lost = [oid for oid in cleaner.commits.ids() if cleaner.commits.get(oid).parents == (parent.id,)]
+    assert len(lost) == 1 and parent.id not in cleaner.commits.ids()
+    return start.id, parent.id, lost[0]
+
+
 def test_a_commit_that_lost_its_race_to_a_reset_does_not_stop_gc_once_its_parent_is_gone(s3_url: str) -> None:
     """A writer commits on main while another client resets main away from the tip the
     commit builds on, and a gc at the minimum grace removes that tip (old, reached by
@@ -179,46 +203,50 @@ def test_a_commit_that_lost_its_race_to_a_reset_does_not_stop_gc_once_its_parent
     commit stays stored, reached by no ref, its parent gone, and gc keeps it while it is
     younger than the grace. gc then sweeps what else is garbage, naming the missing
     history it met below that commit, instead of stopping on every run; every ref reads
-    whole and fsck finds the commit dangling, not damage."""
+    whole and fsck finds the commit dangling, not damage (as ``git fsck`` ignores a
+    missing object that only unreachable ones name)."""
     clock = Clock()
-    doc = document("f", 12_000)  # many objects the writer's encode cache knows
     with (snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as writer,
-          snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as other):
-        start = writer.commit({"step": 0})
-        parent = writer.commit({"step": 1, "notes": doc})
-        scratch = writer.commit({"draft": document("g", 3000)}, branch="scratch")
-        clock.now += 10 * MINUTE.min_grace  # all of it is old
-
-        with snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as cleaner:
-            def reset_and_sweep() -> snapvc.GcReport:
-                other.reset("main", to=start.id)
-                return cleaner.gc(grace=MINUTE.min_grace, reflog_expiry=0)
-
-            reports = _sweep_before_the_ref_moves(writer, reset_and_sweep)
-            with pytest.raises(snapvc.RefConflictError):
-                writer.commit({"step": 2, "notes": doc})
-            assert reports and parent.id in reports[0].removed_commits  # the parent did go
-            lost = [oid for oid in cleaner.commits.ids() if oid not in {start.id, parent.id, scratch.id}]
-            assert len(lost) == 1 and cleaner.commits.get(lost[0]).parents == (parent.id,)  # stored, young
-
-            other.delete_branch("scratch")  # old garbage for the next gc
-            report = cleaner.gc(grace=MINUTE.min_grace, reflog_expiry=0)
-            assert scratch.id in report.removed_commits and report.removed_objects
-            assert lost[0] not in report.removed_commits  # kept while young
-            assert any(lost[0].short in d and parent.id.short in d for d in report.damage), report.damage
-            assert f"{lost[0].short}" in str(report) and "damage:" in str(report)
-            assert report.to_dict()["damage"] == list(report.damage)
-            assert cleaner.gc(grace=MINUTE.min_grace, reflog_expiry=0).damage == report.damage  # every run, the same
+          snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as other,
+          snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as cleaner):
+        scratch = other.commit({"draft": document("g", 3000)}, branch="scratch")
+        start, parent, lost = _commit_that_lost_its_race(writer, other, cleaner, clock)
+        other.delete_branch("scratch")  # old garbage for the next gc; the lost commit is young
+        report = cleaner.gc(grace=MINUTE.min_grace, reflog_expiry=0)
+        assert scratch.id in report.removed_commits and report.removed_objects
+        assert lost not in report.removed_commits  # kept while young
+        assert any(lost.short in d and parent.short in d for d in report.damage), report.damage
+        assert lost.short in str(report) and "damage:" in str(report)
+        assert report.to_dict()["damage"] == list(report.damage)
+        assert cleaner.gc(grace=MINUTE.min_grace, reflog_expiry=0).damage == report.damage  # every run, the same
     with snapvc.open(s3_url, create=False, clock=clock, gc_timing=MINUTE) as reader:
-        assert reader.branches() == {"main": start.id}
+        assert reader.branches() == {"main": start}
         assert reader.checkout("main") == {"step": 0}
         fsck = reader.fsck()
         assert fsck.ok, fsck
-        assert lost[0] in fsck.dangling_commits
+        assert lost in fsck.dangling_commits
         clock.now += 2 * MINUTE.min_grace  # once the commit is old, gc removes it, and nothing is left to report
         late = reader.gc(grace=MINUTE.min_grace, reflog_expiry=0)
-        assert lost[0] in late.removed_commits and not late.damage
+        assert lost in late.removed_commits and not late.damage
         assert reader.fsck().ok and reader.checkout("main") == {"step": 0}
+
+
+def test_a_ref_moved_to_a_commit_whose_parent_is_gone_stops_gc_again(s3_url: str) -> None:
+    """What gc tolerates below a commit reached by no ref stops it again once a ref
+    reaches that commit: reset there after gc planned and before it swept, the branch
+    is marked again strictly, and gc stops before deleting anything."""
+    clock = Clock()
+    with (snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as writer,
+          snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as other,
+          snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as cleaner):
+        scratch = other.commit({"draft": document("i", 3000)}, branch="scratch")
+        start, parent, lost = _commit_that_lost_its_race(writer, other, cleaner, clock)
+        other.delete_branch("scratch")  # old garbage; the lost commit is young
+        _once_before(cleaner.backend, "transaction", lambda: other.reset("main", to=lost))
+        with pytest.raises(RepositoryError, match=f"gc stopped before deleting anything: commit {parent}"):
+            cleaner.gc(grace=MINUTE.min_grace, reflog_expiry=0)
+        assert scratch.id in cleaner.commits.ids()  # nothing deleted
+        assert other.resolve("main") == lost != start
 
 
 def test_the_encode_cache_is_reused_without_a_request_while_it_holds_the_branch_tip(s3_url: str) -> None:
