@@ -179,9 +179,9 @@ def _commit_that_lost_its_race(writer: snapvc.Repository, other: snapvc.Reposito
     (old, and reached by nothing once main moved) before the writer's ref moved. Returns
     the commit main was reset to, the parent removed, and the commit stored on it that
     no ref reaches (young)."""
-    notes = document("h", 12_000)
+    notes = document("h", 12_000)  # the same str in both states: its encoding comes from the encode cache
     start = writer.commit({"step": 0})
-    parent = writer.commit({"step": 1, "notes": notes})
+    parent = writer.commit({"step": 1, "notes": notes, "log": "q" * 20_000})
     clock.now += 10 * MINUTE.min_grace
 
     def reset_and_sweep() -> snapvc.GcReport:
@@ -190,7 +190,7 @@ def _commit_that_lost_its_race(writer: snapvc.Repository, other: snapvc.Reposito
 
     _sweep_before_the_ref_moves(writer, reset_and_sweep)
     with pytest.raises(snapvc.RefConflictError):
-        writer.commit({"step": 2, "notes": notes})
+        writer.commit({"step": 2, "notes": notes, "log": "q" * 20_000 + "r"})  # "log": a delta on the parent's
     lost = [oid for oid in cleaner.commits.ids() if cleaner.commits.get(oid).parents == (parent.id,)]
     assert len(lost) == 1 and parent.id not in cleaner.commits.ids()
     return start.id, parent.id, lost[0]
@@ -216,6 +216,7 @@ def test_a_commit_that_lost_its_race_to_a_reset_does_not_stop_gc_once_its_parent
         assert scratch.id in report.removed_commits and report.removed_objects
         assert lost not in report.removed_commits  # kept while young
         assert any(lost.short in d and parent.short in d for d in report.damage), report.damage
+        assert any("its delta base" in d and "is missing" in d for d in report.damage), report.damage  # and its state's
         assert lost.short in str(report) and "damage:" in str(report)
         assert report.to_dict()["damage"] == list(report.damage)
         assert cleaner.gc(grace=MINUTE.min_grace, reflog_expiry=0).damage == report.damage  # every run, the same
@@ -234,7 +235,8 @@ def test_a_commit_that_lost_its_race_to_a_reset_does_not_stop_gc_once_its_parent
 def test_a_ref_moved_to_a_commit_whose_parent_is_gone_stops_gc_again(s3_url: str) -> None:
     """What gc tolerates below a commit reached by no ref stops it again once a ref
     reaches that commit: reset there after gc planned and before it swept, the branch
-    is marked again strictly, and gc stops before deleting anything."""
+    is marked again strictly, and gc stops before deleting anything; fsck names what
+    the branch lacks."""
     clock = Clock()
     with (snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as writer,
           snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as other,
@@ -247,6 +249,11 @@ def test_a_ref_moved_to_a_commit_whose_parent_is_gone_stops_gc_again(s3_url: str
             cleaner.gc(grace=MINUTE.min_grace, reflog_expiry=0)
         assert scratch.id in cleaner.commits.ids()  # nothing deleted
         assert other.resolve("main") == lost != start
+        # And fsck names what main now lacks: the parent, and the frames whose delta base went with it.
+        fsck = other.fsck()
+        assert any(p.kind == "missing" and p.object_id == parent and "refs/heads/main" in p.refs for p in fsck.problems)
+        assert any(p.kind == "corrupt" and "its delta base" in p.message and "is missing" in p.message
+                   for p in fsck.problems), fsck
 
 
 def test_the_encode_cache_is_reused_without_a_request_while_it_holds_the_branch_tip(s3_url: str) -> None:
