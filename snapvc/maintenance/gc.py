@@ -229,7 +229,9 @@ class GcReport:
     skipped_branches: tuple[str, ...]  # retention left them: another writer moved them
     seconds: float
     # Damage met on the way: damaged rows dropped (nothing reached them), damaged garbage
-    # left (it could not be removed without losing what is kept beside it).
+    # left (it could not be removed without losing what is kept beside it), and history
+    # missing below commits kept only for their age (no ref, reflog entry or HEAD reaches
+    # them; see ``_Marker``).
     damage: tuple[str, ...] = ()
 
     def __str__(self) -> str:
