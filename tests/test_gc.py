@@ -346,6 +346,26 @@ def test_gc_refuses_to_sweep_a_damaged_repository(tmp_path: Path) -> None:
         assert repo.backend.objects.sizes() == before
 
 
+def test_gc_refuses_to_sweep_when_a_young_commit_a_ref_reaches_is_damaged(tmp_path: Path) -> None:
+    """A commit younger than the grace period is a root for its age and for its branch:
+    what it lacks stops gc as anything a ref reaches does (the branch is marked strictly,
+    before the young commits, whose missing history is only reported)."""
+    clock = Clock()
+    with snapvc.open(tmp_path / "young.snapvc", clock=clock) as repo:
+        repo.commit({"scratch": "s" * 9000}, branch="scratch")
+        repo.delete_branch("scratch")
+        clock.now += 40 * 86400  # the scratch commit is old garbage
+        # Made on no ref (so its age counts: a young root), then a branch moved to it.
+        made = repo.commit_tree({"doc": "z" * 9000, "more": ["w" * 3000]})
+        repo.branch("kept", at=made.id)
+        victim = made.tree
+        repo.backend.objects.delete_many([victim])
+        before = repo.backend.objects.sizes()
+        with pytest.raises(snapvc.RepositoryError, match=f"gc stopped before deleting anything: .*{victim}"):
+            repo.gc()
+        assert repo.backend.objects.sizes() == before
+
+
 def test_keep_needs_a_rule_and_counts() -> None:
     with pytest.raises(ValueError, match="at least one"):
         Keep()

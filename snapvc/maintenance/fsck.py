@@ -14,7 +14,10 @@
    ages, settings) and names each row of the wrong type or size;
 5. walks from the refs and the reflog to find what reaches each damaged object (the
    refs, the commits and the state paths, e.g. ``main 1a2b3c4d5e6f: state['messages'][3]``),
-   and what nothing reaches (dangling: harmless, gc removes it).
+   and what nothing reaches (dangling: harmless, gc removes it). As for ``git fsck``, a
+   missing object is a problem only where something reached names or needs it: named
+   only by dangling objects (a commit that outlived its parent, a frame whose delta
+   base is gone), it is history gc removed before them, and they are listed as dangling.
 
 ``salvage`` writes out every commit that is still whole (its whole state readable) as
 exact JSON, with an index of what it saved and what it could not.
@@ -137,6 +140,21 @@ class _Graph:
         self.indexed: set[ObjectId] = set()  # the commit index's ids
         self.bad: dict[ObjectId, tuple[str, str]] = {}  # id -> (kind, message)
         self.bases: dict[ObjectId, ObjectId] = {}  # delta frame -> its base
+        # Stored frames that do not decode because a delta base below them is not stored:
+        # missing history, a problem only where something reached needs them (``fsck``).
+        self.baseless: set[ObjectId] = set()
+
+    def lacks_base(self, oid: ObjectId) -> bool:
+        """Whether a delta base below frame ``oid`` (its base, its base's base...) is not stored."""
+        seen = {oid}
+        while oid in self.bases:
+            oid = self.bases[oid]
+            if oid not in self.present:
+                return True
+            if oid in seen:
+                return False
+            seen.add(oid)
+        return False
 
     def note_missing(self, child: ObjectId, parent: ObjectId, what: str) -> None:
         if child not in self.present and child not in self.bad:
@@ -204,6 +222,8 @@ def _read_all(repo: Versioned, progress: Progress, graph: _Graph | None = None) 
                     graph.edges[oid] = read_children(oid, data)
             except SnapvcError as exc:
                 graph.bad[oid] = ("corrupt", str(exc))
+    # Only once every listed id is known: a base may sit in a later batch.
+    graph.baseless.update(oid for oid, (kind, _) in graph.bad.items() if kind == "corrupt" and graph.lacks_base(oid))
     for oid in progress(index_ids, len(index_ids), "checking commits"):
         try:
             commit = repo.commits.get(oid)
@@ -417,14 +437,18 @@ def _fsck(repo: Versioned, progress: Progress) -> FsckReport:
                 known = paths.setdefault(oid, [])
                 known.extend(found[: _MAX_PATHS - len(known)])
     problems += graph.problems
+    needed = with_bases(reached, graph.bases)  # old nodes kept as delta bases are not dangling
     for oid, (kind, message) in graph.bad.items():
-        # A missing id named only by what nothing reaches is no loss: gc keeps old nodes
-        # as delta bases of newer ones, without the children it deleted.
-        if kind == "missing" and oid not in reached:
+        # A missing id named only by what nothing reaches is no loss, as for git fsck: gc
+        # keeps old nodes as delta bases of newer ones, without the children it deleted,
+        # and on S3 a commit whose ref move lost to a reset may outlive its parent, and
+        # the bases of its frames, which a sweep removed meanwhile (``snapvc.maintenance.gc``).
+        # Such a frame is stored but cannot be read: dangling, unless something reached needs it.
+        if (kind == "missing" and oid not in reached) or (oid in graph.baseless and oid not in needed):
             continue
         problems.append(Problem(kind, oid, message, tuple(reaching.get(oid, ())), tuple(paths.get(oid, ()))))
-    needed = with_bases(reached, graph.bases)  # old nodes kept as delta bases are not dangling
     dangling_objects = tuple(oid for oid in graph.edges if oid not in needed)
+    dangling_objects += tuple(oid for oid in graph.baseless if oid not in needed)
     dangling_commits = tuple(oid for oid in graph.commits if oid not in reached)
     return FsckReport(
         # Damaged ids count with the objects or commits they were stored as.

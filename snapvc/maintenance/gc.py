@@ -15,7 +15,10 @@ Roots (invariant 5 of docs/design.md):
 
 What roots reach is kept: commits through all their parents, their trees, and the delta
 bases of every kept frame (transitively: a base may itself be a delta); compression
-dictionaries are never deleted. The rest is the plan's garbage.
+dictionaries are never deleted. The rest is the plan's garbage. Anything a ref, a
+reflog entry or HEAD reaches that cannot be read stops gc before it deletes anything;
+below commits that are roots only for their age, what cannot be read (history a sweep
+removed before them) is named in the report instead (``_Marker``).
 
 The sweep runs in one write transaction, which excludes every writer. Inside it, the
 roots are read again and what they reach beyond the plan is kept too (a commit made
@@ -76,6 +79,7 @@ __all__ = ["Keep", "Rewrite", "GcPlan", "GcReport", "plan_gc", "sweep", "gc", "t
 
 DEFAULT_GRACE = timedelta(hours=1)
 DEFAULT_REFLOG_EXPIRY = timedelta(days=30)
+_SHOWN = 5  # ids named per kind of damage in a report
 
 
 def _duration(seconds: float) -> str:
@@ -195,6 +199,12 @@ class GcPlan:
     # and what the sweep met that it could not remove, as sentences for the report.
     damaged_rows: dict[str, str] = field(default_factory=dict)
     damage: list[str] = field(default_factory=list)
+    # Of the reachable: what refs, reflog entries and HEAD reach (the rest is reached only
+    # from commits younger than the grace period), and what marking from those young
+    # commits could not read (id -> what, why, the error; see ``_Marker``).
+    held_commits: set[ObjectId] = field(default_factory=set)
+    held_objects: set[ObjectId] = field(default_factory=set)
+    tolerated: dict[ObjectId, tuple[str, str, str]] = field(default_factory=dict)
 
     @property
     def bytes_to_free(self) -> int:
@@ -219,7 +229,9 @@ class GcReport:
     skipped_branches: tuple[str, ...]  # retention left them: another writer moved them
     seconds: float
     # Damage met on the way: damaged rows dropped (nothing reached them), damaged garbage
-    # left (it could not be removed without losing what is kept beside it).
+    # left (it could not be removed without losing what is kept beside it), and history
+    # missing below commits kept only for their age (no ref, reflog entry or HEAD reaches
+    # them; see ``_Marker``).
     damage: tuple[str, ...] = ()
 
     def __str__(self) -> str:
@@ -317,7 +329,25 @@ def thin_history(repo: Versioned, keep: Keep, *, dry_run: bool = False) -> tuple
 
 
 class _Marker:
-    """What roots reach: commits (all parents) and the objects of their trees."""
+    """What roots reach: commits (all parents) and the objects of their trees.
+
+    Roots come in two kinds. What a ref, a reflog entry or HEAD reaches (``held``) must
+    read whole: anything missing or damaged there stops gc before it deletes anything.
+    A commit that is a root only because it is younger than the grace period (no ref,
+    reflog entry or HEAD reaches it) may lack history: on S3, where nothing excludes
+    writers from a sweep, a commit whose compare-and-swap lost to a reset of its branch
+    stays stored, and a sweep may have removed its parent meanwhile (old, and reached by
+    nothing once the branch moved). What such roots reach and cannot be read is recorded
+    in ``tolerated`` and marking goes on: it is garbage whose history went before it.
+
+    Why that cannot delete what a ref reaches: ``mark_all`` marks every held root first,
+    to the end, stopping at the first thing it cannot read; only then does it mark from
+    the young roots, skipping what is marked already. So everything below a held root is
+    marked (kept) or has stopped gc, and a failure met from a young root is below no held
+    root. Tolerating it only leaves unmarked what sits below the missing or damaged
+    object, which no held root reaches either. The sweep marks the held roots again as
+    they are then (a ref moved since to a young commit included), strictly.
+    """
 
     def __init__(self, repo: Versioned, store: Any, extra_commits: dict[ObjectId, Commit],
                  stored: set[ObjectId]) -> None:
@@ -327,8 +357,17 @@ class _Marker:
         self.stored = stored  # every id in the object store (commit objects of older files included)
         self.commits: set[ObjectId] = set()
         self.objects: set[ObjectId] = set()
+        # Met below young roots only and not read: id -> (what it is, why marked, the error).
+        self.tolerated: dict[ObjectId, tuple[str, str, str]] = {}
 
-    def mark(self, roots: Iterable[tuple[ObjectId, str]]) -> None:
+    def mark_all(self, held: Iterable[tuple[ObjectId, str]], young: Iterable[tuple[ObjectId, str]]) -> None:
+        """Mark ``held`` (reached by a ref, a reflog entry, HEAD) strictly and to the end,
+        then ``young`` (roots only for their age), tolerating what they lack: the order
+        is what keeps this safe (class docstring)."""
+        self.mark(held)
+        self.mark(young, young_only=True)
+
+    def mark(self, roots: Iterable[tuple[ObjectId, str]], *, young_only: bool = False) -> None:
         trees: list[ObjectId] = []
         waiting = [(oid, why) for oid, why in roots]
         while waiting:
@@ -340,6 +379,9 @@ class _Marker:
                 try:
                     commit = read_commit(self.repo, self.store, oid)
                 except SnapvcError as exc:
+                    if young_only:
+                        self.tolerated.setdefault(oid, ("commit", why, str(exc)))
+                        continue
                     raise RepositoryError(f"gc stopped before deleting anything: commit {oid} ({why}) cannot be "
                                           f"read: {exc}; run 'snapvc fsck'") from None
             self.commits.add(oid)
@@ -348,14 +390,20 @@ class _Marker:
             if commit.tree not in self.objects:
                 trees.append(commit.tree)
             waiting.extend((p, f"parent of {oid.short}") for p in commit.parents)
-        self._mark_trees(trees)
+        self._mark_trees(trees, young_only)
 
-    def _mark_trees(self, level: list[ObjectId]) -> None:
-        """Mark ``level`` and everything below it, one level of the trees per batch read."""
+    def _mark_trees(self, level: list[ObjectId], young_only: bool = False) -> None:
+        """Mark ``level`` and everything below it, one level of the trees per batch read.
+        ``young_only``: below roots that are roots only for their age, what cannot be read
+        is recorded in ``tolerated`` (it stays marked: a damaged object stored is kept)."""
         level = [oid for oid in dict.fromkeys(level) if oid not in self.objects]
         while level:
             self.objects.update(level)
             found, errors = read_batch(self.store, level)
+            if errors and young_only:
+                for oid, exc in errors.items():
+                    self.tolerated.setdefault(oid, ("object", "below a commit no ref reaches", str(exc)))
+                errors = {}
             if errors:
                 oid, exc = next(iter(errors.items()))
                 raise RepositoryError(f"gc stopped before deleting anything: reachable object {oid} cannot be read "
@@ -365,6 +413,9 @@ class _Marker:
                 try:
                     children = read_children(oid, data)
                 except SnapvcError as exc:
+                    if young_only:
+                        self.tolerated.setdefault(oid, ("object", "below a commit no ref reaches", str(exc)))
+                        continue
                     raise RepositoryError(f"gc stopped before deleting anything: reachable object {oid} does not "
                                           f"decode ({exc}); run 'snapvc fsck'") from None
                 following.extend(c for c, _ in children if c not in self.objects)
@@ -372,12 +423,31 @@ class _Marker:
 
 
 def _roots(repo: Versioned, now: float, reflog_before: float, grace: float, commit_ages: dict[ObjectId, float],
-           moved: dict[str, ObjectId] | None = None) -> list[tuple[ObjectId, str]]:
-    roots = [((moved or {}).get(name, oid), name) for name, oid in ref_roots(repo).items()]
-    roots += [(oid, why) for oid, why in reflog_roots(repo, reflog_before).items()]
-    roots += [(oid, "younger than the grace period") for oid, t in commit_ages.items()
-              if t >= now - grace and repo.commits.get(oid) is not None]
-    return roots
+           moved: dict[str, ObjectId] | None = None) -> tuple[list[tuple[ObjectId, str]], list[tuple[ObjectId, str]]]:
+    """The roots held by a ref (HEAD included) or a reflog entry, and the commits that
+    are roots only because they are younger than the grace period."""
+    held = [((moved or {}).get(name, oid), name) for name, oid in ref_roots(repo).items()]
+    held += [(oid, why) for oid, why in reflog_roots(repo, reflog_before).items()]
+    young = [(oid, "younger than the grace period") for oid, t in commit_ages.items()
+             if t >= now - grace and repo.commits.get(oid) is not None]
+    return held, young
+
+
+def _tolerated(tolerated: dict[ObjectId, tuple[str, str, str]]) -> list[str]:
+    """What marking met below young roots only and could not read, as report sentences."""
+    out: list[str] = []
+    commits = [(oid, why, error) for oid, (what, why, error) in tolerated.items() if what == "commit"]
+    for oid, why, error in commits[:_SHOWN]:
+        out.append(f"commit {oid.short} ({why}) cannot be read: {error}; only commits no ref, reflog entry or HEAD "
+                   f"reaches lead to it (kept while younger than the grace period): their history went before them")
+    if len(commits) > _SHOWN:
+        out.append(f"and {plural(len(commits) - _SHOWN, 'more commit')} like it")
+    objects = [(oid, error) for oid, (what, _, error) in tolerated.items() if what == "object"]
+    if objects:
+        shown = "; ".join(f"{oid.short}: {error}" for oid, error in objects[:_SHOWN])
+        out.append(f"{plural(len(objects), 'object')} below commits no ref, reflog entry or HEAD reaches (kept only "
+                   f"while younger than the grace period) cannot be read: {shown}")
+    return out
 
 
 def _frames(repo: Versioned, ids: list[ObjectId], progress: Progress) -> tuple[dict[ObjectId, int], dict[ObjectId, ObjectId]]:
@@ -452,14 +522,16 @@ def plan_gc(repo: Versioned, *, grace: timedelta | float = DEFAULT_GRACE,
             ids, damaged_rows = exc.readable, exc.damaged
         sizes, bases = _frames(repo, ids, progress)
         commit_ages = repo.commits.mtimes()
-        roots = _roots(repo, now, now - expiry_s, grace_s, commit_ages, moved)
+        held, young_roots = _roots(repo, now, now - expiry_s, grace_s, commit_ages, moved)
         # Read here too, so that their damage stops gc before it starts: the epoch the
         # sweep bumps, and HEAD, which every command reads.
         repo.backend.gc_epoch()
         repo.refs.get_symbolic("HEAD")
     marker = _Marker(repo, store, extra_commits or {}, set(ids))
     try:
-        marker.mark([*roots, *extra_roots])
+        marker.mark(held + list(extra_roots))
+        held_commits, held_objects = set(marker.commits), set(marker.objects)
+        marker.mark(young_roots, young_only=True)
     except RepositoryError as exc:
         if not damaged_rows:
             raise
@@ -485,6 +557,8 @@ def plan_gc(repo: Versioned, *, grace: timedelta | float = DEFAULT_GRACE,
         frame_bases=bases, young_objects=len(young),
         delta_bases=len(keep) - len(marker.objects | young),
         total_objects=len(ids), total_commits=len(all_commits), damaged_rows=damaged_rows,
+        held_commits=held_commits, held_objects=held_objects, tolerated=dict(marker.tolerated),
+        damage=_tolerated(marker.tolerated),
     )
 
 
@@ -500,11 +574,18 @@ def sweep(repo: Versioned, plan: GcPlan, progress: Progress = no_progress) -> tu
     with repo.write_lock, repo.backend.transaction():
         ids = set(plan.garbage_objects) | plan.reachable_objects
         marker = _Marker(repo, store, {}, ids)
-        marker.commits, marker.objects = set(plan.reachable_commits), set(plan.reachable_objects)
+        # Only what the held roots reached is taken as marked: a ref moved since the plan
+        # to a commit the plan reached only for its age is marked again, strictly.
+        marker.commits, marker.objects = set(plan.held_commits), set(plan.held_objects)
         commit_ages = repo.commits.mtimes()
         # Roots as they are now: refs and reflog entries written since the plan, commits
         # made since; the ages use the plan's time, so nothing the plan kept is dropped.
-        marker.mark(_roots(repo, plan.now, plan.reflog_before, plan.grace_seconds, commit_ages))
+        marker.mark_all(*_roots(repo, plan.now, plan.reflog_before, plan.grace_seconds, commit_ages))
+        marker.objects |= plan.reachable_objects  # kept by the plan (young roots of its time)
+        marker.commits |= plan.reachable_commits
+        if marker.tolerated.keys() - plan.tolerated.keys():
+            met = {oid: got for oid, got in marker.tolerated.items() if oid not in plan.tolerated}
+            plan.damage += _tolerated(met)
         doomed = [oid for oid in plan.garbage_objects if oid not in marker.objects]
         ages: dict[ObjectId, float] = {}
         for batch in batches(doomed):
