@@ -14,7 +14,8 @@ Both must cut exactly the same nodes, so both take from here, as their one seam:
 levels' target sizes (``LEAF_TARGET_BYTES``, ``TARGET_NODE_BYTES``), ``cut_node``,
 ``plan_level``, and the functions giving each kind of entry's boundary hash and size
 (``map_leaf_hash_size``, ``seq_leaf_hash_size``, ``text_leaf_hash_size``,
-``inner_hash_size``) and the value ``plan_level`` matches old nodes by (``first_key``,
+``inner_hash_size``; for an inner level, ``inner_level_rule`` chooses between it and
+``long_key_hash_size``) and the value ``plan_level`` matches old nodes by (``first_key``,
 ``whole_entry``).
 """
 
