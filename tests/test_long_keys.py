@@ -147,3 +147,28 @@ def test_a_splice_of_a_map_of_long_keys_gives_the_ids_of_a_fresh_encoding(planne
     view = splicer.map(repo.snapshot()["m"], changes)
     planned_levels[0] = 0
     assert view is not None and view.id == element_encoder()(new_map)[3:]
+
+
+def test_a_merge_of_maps_of_long_keys_gives_the_merged_state_and_its_fresh_ids(planned_levels: list[int]) -> None:
+    """Two branches edit a large map of long keys; the merge (built from the old tree)
+    holds both sides' edits and has the tree encoding the merged state anew gives."""
+    rnd = random.Random(9)
+    big = {random_text(rnd, 700): i for i in range(150)}
+    keys = sorted(big)
+    repo = snapvc.open("memory://")
+    repo.commit({"m": big})
+    repo.branch("side")
+    ours = {**big, keys[3]: "ours", "!" * 600: "new on main"}
+    repo.commit({"m": ours})
+    repo.switch("side")
+    theirs = {**big, keys[100]: "theirs"}
+    del theirs[keys[50]]
+    repo.commit({"m": theirs})
+    repo.switch("main")
+    planned_levels[0] = 0
+    repo.merge("side")
+    merged = {**ours, keys[100]: "theirs"}
+    del merged[keys[50]]
+    assert repo.checkout("main") == {"m": merged}
+    planned_levels[0] = 0
+    assert repo.get_commit(repo.resolve("main")).tree == fresh_tree({"m": merged})
