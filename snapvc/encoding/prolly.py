@@ -14,7 +14,8 @@ Both must cut exactly the same nodes, so both take from here, as their one seam:
 levels' target sizes (``LEAF_TARGET_BYTES``, ``TARGET_NODE_BYTES``), ``cut_node``,
 ``plan_level``, and the functions giving each kind of entry's boundary hash and size
 (``map_leaf_hash_size``, ``seq_leaf_hash_size``, ``text_leaf_hash_size``,
-``inner_hash_size``) and the value ``plan_level`` matches old nodes by (``first_key``,
+``inner_hash_size``; for an inner level, ``inner_level_rule`` chooses between it and
+``long_key_hash_size``) and the value ``plan_level`` matches old nodes by (``first_key``,
 ``whole_entry``).
 """
 
@@ -29,7 +30,7 @@ from snapvc.encoding.values import REF_PREFIX
 
 __all__ = ["TARGET_NODE_BYTES", "MAX_NODE_BYTES", "LEAF_TARGET_BYTES", "NodeRec", "Level", "plan_level", "cut_node",
            "entry_hash", "common_prefix", "map_leaf_hash_size", "seq_leaf_hash_size", "text_leaf_hash_size",
-           "inner_hash_size", "first_key", "whole_entry"]
+           "inner_hash_size", "first_key", "whole_entry", "inner_level_rule"]
 
 TARGET_NODE_BYTES: Final = 512
 MAX_NODE_BYTES: Final = 16 * TARGET_NODE_BYTES
@@ -85,6 +86,44 @@ def inner_hash_size(entry: tuple[Any, ...]) -> tuple[int, int]:
     """An inner entry's boundary depends on its child's reference."""
     ref = entry[-2]
     return entry_hash(ref), len(ref) + 4 + (len(entry[0]) if len(entry) == 3 else 0)
+
+
+# -- inner levels of maps with long keys ---------------------------------------------------
+# An inner MAP entry holds its child's first key, and an entry of at least
+# ``TARGET_NODE_BYTES`` closes its node by itself. When every entry of a level but the last
+# is that long (keys of about 480 bytes or more, each first in its node), each node holds
+# one entry, and the level above has the same first keys again: cut by the rule above,
+# such a level would never come down to one root. Such a level (a *long-key level*) is
+# cut instead by its child references alone, closing a node after an entry with
+# probability 1/4 (``_LONG_KEY_ENTRY_SIZE``): about four entries a node, at most 64, so
+# the levels shrink and every long key is held by a bounded number of nodes. No other
+# level is cut this way, so every tree the rule above completes keeps its nodes and ids.
+
+_LONG_KEY_ENTRY_SIZE: Final = TARGET_NODE_BYTES // 4
+
+
+def long_key_hash_size(entry: tuple[Any, ...]) -> tuple[int, int]:
+    """An entry of a long-key level: its boundary depends on its child's reference, and
+    its size is a fixed share of the target, whatever the length of its key."""
+    return entry_hash(entry[-2]), _LONG_KEY_ENTRY_SIZE
+
+
+def is_long_key_level(entries: list[Any], n: int | None = None) -> bool:
+    """True if the inner level of ``entries[:n]`` is a long-key level: more than one
+    entry, and every one but the last closes its node by its size alone. The scan stops
+    at the first entry that does not, which for almost every level is the first."""
+    end = len(entries) if n is None else n
+    return end > 1 and all(inner_hash_size(entries[i])[1] >= TARGET_NODE_BYTES for i in range(end - 1))
+
+
+def inner_level_rule(entries: list[Any], old: Level | None) -> tuple[Callable[[Any], tuple[int, int]], Level | None]:
+    """The boundary rule ``(hash_size, old level to reuse nodes from)`` for an inner
+    level: ``inner_hash_size``, or ``long_key_hash_size`` for a long-key level. The old
+    level's nodes are reused only if they were cut by the same rule."""
+    long_keys = is_long_key_level(entries)
+    if old is not None and old.nodes and is_long_key_level(old.entries, old.nodes[-1].end) != long_keys:
+        old = None
+    return (long_key_hash_size if long_keys else inner_hash_size), old
 
 
 def first_key(entry: tuple[Any, ...]) -> Any:

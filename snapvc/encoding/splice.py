@@ -35,7 +35,7 @@ from snapvc.encoding.prolly import (
     NodeRec,
     cut_node,
     first_key,
-    inner_hash_size,
+    inner_level_rule,
     map_leaf_hash_size,
     plan_level,
     seq_leaf_hash_size,
@@ -198,8 +198,9 @@ class TreeSplicer:
         level = 1
         while len(entries) > 1:
             old = levels.levels[level - 1] if level - 1 < len(levels.levels) else None
+            hash_size, old = inner_level_rule(entries, old)
             nodes: list[NodeRec] = []
-            for item in plan_level(entries, inner_hash_size, first_key if kind == MAP else whole_entry, old,
+            for item in plan_level(entries, hash_size, first_key if kind == MAP else whole_entry, old,
                                    TARGET_NODE_BYTES):
                 if isinstance(item, NodeRec):
                     nodes.append(item)

@@ -49,7 +49,7 @@ from snapvc.encoding.prolly import (
     Level,
     NodeRec,
     first_key,
-    inner_hash_size,
+    inner_level_rule,
     map_leaf_hash_size,
     plan_level,
     seq_leaf_hash_size,
@@ -801,6 +801,8 @@ class Encoder:
         first = first_of
         while True:
             old = old_tree[level] if old_tree is not None and level < len(old_tree) else None
+            if level > 0:
+                hs, old = inner_level_rule(entries, old)
             plan = plan_level(entries, hs, first, old, LEAF_TARGET_BYTES if level == 0 else TARGET_NODE_BYTES,
                               changed, prefix)
             grown = old is None and level == 0 and old_ref is not None  # a single node that grew into a tree
@@ -855,7 +857,6 @@ class Encoder:
             if lead and above is not None:  # (lead is 0 when there is no level above)
                 entries[:0] = above.entries[:lead]
             prefix = lead if lead else None
-            hs = inner_hash_size
             first = first_key if kind == MAP else whole_entry
             level += 1
 
