@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import os
 import shutil
 import subprocess
@@ -18,10 +19,11 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-__all__ = ["framework_tests"]
+__all__ = ["framework_tests", "run_in_two_halves"]
 
 
 def framework_tests(distribution: str, version: str, sha256: str, config: pytest.Config,
@@ -68,3 +70,29 @@ def _download_tests(distribution: str, version: str, sha256: str, top: str, into
         safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # Python 3.11.4 and later
         archive.extractall(into, members=members, **safe)
     shutil.rmtree(download)
+
+
+def run_in_two_halves(folder: Path, files: list[str], args: list[str], environment: dict[str, str],
+                      reports: Path) -> tuple[dict[str, Any], str, list[int]]:
+    """pytest on a framework's test ``files`` in ``folder``, in two processes at once (one a
+    core), each on about half of the files by size: their tests are independent, each
+    making its own checkpointer or session in its own tmp_path. ``args`` are pytest's
+    options; each process writes its outcomes (``--snapvc-report``) into ``reports``.
+    Returns the outcomes of both, their output, and their exit statuses."""
+    halves: list[list[str]] = [[], []]
+    sizes = [0, 0]
+    for name in sorted(files, key=lambda f: -(folder / f).stat().st_size):
+        lighter = sizes.index(min(sizes))
+        halves[lighter].append(name)
+        sizes[lighter] += (folder / name).stat().st_size
+    outcome_files = [reports / f"outcomes-{n}.json" for n in range(len(halves))]
+    runs = [subprocess.Popen([sys.executable, "-m", "pytest", *half, *args, "--snapvc-report", str(report)],
+                             cwd=folder, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for half, report in zip(halves, outcome_files)]
+    outputs = [run.communicate(timeout=3600) for run in runs]
+    stdout = "\n".join(out for out, _ in outputs)
+    outcomes: dict[str, Any] = {}
+    for run, (out, err), report in zip(runs, outputs, outcome_files):
+        assert report.exists(), f"the framework's tests did not run (exit {run.returncode}):\n{out[-5000:]}\n{err[-5000:]}"
+        outcomes.update(json.loads(report.read_text()))
+    return outcomes, stdout, [run.returncode for run in runs]

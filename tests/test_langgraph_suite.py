@@ -3,7 +3,7 @@
 The ``langgraph`` source distribution on PyPI ships its ``tests/``; its checkpointer
 tests take the checkpointer as a fixture. This module downloads that sdist (the version
 pinned below, checked against its PyPI hash) once into pytest's cache folder, keeps its
-``tests/`` and runs pytest on them in a subprocess with the plugin
+``tests/`` and runs pytest on them in two subprocesses (half of the files each, one a core) with the plugin
 ``tests/langgraph_suite/snapvc_langgraph_suite.py``, which adds SnapvcSaver (on a SQLite
 file and on ``memory://``) beside LangGraph's InMemorySaver and keeps only the tests that
 take a checkpointer. Every one of them must pass on every checkpointer: a failure or a
@@ -17,16 +17,13 @@ installed (``pip install -e '.[test]'``).
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
 
-from tests.framework_sdist import framework_tests
+from tests.framework_sdist import framework_tests, run_in_two_halves
 
 # LangGraph's own checkpointer suite: minutes.
 pytestmark = pytest.mark.slow
@@ -48,19 +45,14 @@ def langgraph_tests(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPa
 def test_langgraph_checkpointer_tests_pass_on_snapvc_saver(langgraph_tests: Path, tmp_path: Path) -> None:
     test_files = sorted(str(p.relative_to(langgraph_tests)) for p in (langgraph_tests / "tests").glob("test_*.py")
                         if any(f in p.read_text(encoding="utf-8") for f in ("sync_checkpointer", "async_checkpointer")))
-    report = tmp_path / "outcomes.json"
     # The subprocess's first import path is its folder (``python -m``): ``tests`` is LangGraph's there.
     path = os.pathsep.join(part for part in (str(PLUGIN_DIR), os.environ.get("PYTHONPATH")) if part)
     environment = {**os.environ, "NO_DOCKER": "true", "PYTHONPATH": path}  # NO_DOCKER: no Postgres nor Redis
     environment.pop("PYTEST_ADDOPTS", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", *test_files, "--rootdir", str(langgraph_tests),
-         "-c", str(PLUGIN_DIR / "pytest.ini"), "--noconftest", "-p", "anyio", "-p", "snapvc_langgraph_suite",
-         "-p", "no:cacheprovider", "--snapvc-report", str(report), "-q", "--tb=short"],
-        cwd=langgraph_tests, env=environment, capture_output=True, text=True, timeout=3600)
-    assert report.exists(), f"LangGraph's tests did not run (exit {done.returncode}):\n{done.stdout[-5000:]}" \
-                            f"\n{done.stderr[-5000:]}"
-    outcomes = json.loads(report.read_text())
+    outcomes, stdout, statuses = run_in_two_halves(
+        langgraph_tests, test_files,
+        ["--rootdir", str(langgraph_tests), "-c", str(PLUGIN_DIR / "pytest.ini"), "--noconftest", "-p", "anyio",
+         "-p", "snapvc_langgraph_suite", "-p", "no:cacheprovider", "-q", "--tb=short"], environment, tmp_path)
 
     tests: dict[str, set[str]] = defaultdict(set)
     by_test: dict[str, dict[str, str]] = defaultdict(dict)
@@ -76,5 +68,5 @@ def test_langgraph_checkpointer_tests_pass_on_snapvc_saver(langgraph_tests: Path
     summary = Counter(f"{name}: {outcome}" for results in by_test.values() for name, outcome in results.items())
     listed = "\n".join(f"  {test}: {results}" for test, results in list(not_passed.items())[:50])
     assert not_passed == {}, (f"{len(not_passed)} of LangGraph's tests did not pass on every checkpointer "
-                              f"({dict(summary)}):\n{listed}\nthe pytest output ends:\n{done.stdout[-20000:]}")
-    assert done.returncode == 0, done.stdout[-5000:]
+                              f"({dict(summary)}):\n{listed}\nthe pytest output ends:\n{stdout[-20000:]}")
+    assert statuses == [0, 0], stdout[-5000:]
