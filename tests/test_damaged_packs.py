@@ -309,3 +309,33 @@ def test_a_damaged_pack_that_also_holds_young_objects_is_left_whole_and_reported
         assert b"\xe2" * 32 not in report.removed_objects and report.removed_objects
         assert any("not removed" in d and (b"\xe2" * 32).hex()[:12] in d for d in report.damage), report.damage
     assert {first, second} <= {n for n, *_ in _rows(path)}
+
+
+def test_an_unexpected_failure_of_a_seal_is_logged_and_the_sealer_and_the_rows_live_on(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever a seal raises (a bug, not a busy file), the background pass logs it naming
+    the file and returns: the thread lives on, no row changes, every commit reads back."""
+    path = tmp_path / "seal.snapvc"
+    _make(path)
+    repo = snapvc.open(path)
+    store = repo.backend.objects
+    tip = repo.commit({"fresh": "state " * 50}, branch="next")
+    before = _rows(path)
+
+    def broken_seal(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a seal that fails unexpectedly")
+
+    monkeypatch.setattr(store, "seal", broken_seal)
+    monkeypatch.setattr(store, "seal_plan", lambda now: [[1]])  # one group, so that the seal is tried
+    sealer = packs._Sealer(store)
+    try:
+        sealer.work()
+    finally:
+        sealer.stop()
+    assert "sealing in the background failed" in caplog.text and str(path) in caplog.text
+    assert "a seal that fails unexpectedly" in caplog.text
+    assert _rows(path) == before
+    monkeypatch.undo()
+    repo.close()
+    with snapvc.open(path) as repo:
+        assert repo.checkout(tip.id) == {"fresh": "state " * 50} and repo.fsck().ok

@@ -91,6 +91,18 @@ def test_a_writer_uploads_again_bytes_stored_longer_ago_than_the_reuse_window(s3
         assert repo.backend.reusable(stored) == stored  # their bytes are recent again
 
 
+def _start_together(processes: list[subprocess.Popen[str]]) -> None:
+    """Wait until each process printed "ready" (its repository open), then tell them all "go"."""
+    for p in processes:
+        assert p.stdout is not None
+        line = p.stdout.readline()
+        assert line == "ready\n", line + (p.stderr.read() if p.stderr else "")
+    for p in processes:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+
+
 def _once_before(owner: Any, method: str, action: Callable[[], Any]) -> list[Any]:
     """Run ``action`` once, just before ``owner``'s ``method`` is next called. Returns
     the list that will hold what it returned."""
@@ -402,14 +414,7 @@ def test_gc_in_a_loop_beside_two_writers_at_the_minimum_grace_loses_nothing(s3_u
     ]
     runs = removed = 0
     try:
-        for w in writers:
-            assert w.stdout is not None
-            line = w.stdout.readline()
-            assert line == "ready\n", line + (w.stderr.read() if w.stderr else "")
-        for w in writers:
-            assert w.stdin is not None
-            w.stdin.write("go\n")
-            w.stdin.flush()
+        _start_together(writers)
         with snapvc.open(s3_url, gc_timing=LOOP) as cleaner:
             ends = time.monotonic() + LOOP_SECONDS + 60
             while any(w.poll() is None for w in writers) and runs < MAX_GC_RUNS and time.monotonic() < ends:
@@ -567,14 +572,7 @@ def test_gc_in_a_loop_beside_writers_whose_branches_another_client_resets_loses_
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for command in commands]
     runs = removed = tolerated = 0
     try:
-        for p in processes:
-            assert p.stdout is not None
-            line = p.stdout.readline()
-            assert line == "ready\n", line + (p.stderr.read() if p.stderr else "")
-        for p in processes:
-            assert p.stdin is not None
-            p.stdin.write("go\n")
-            p.stdin.flush()
+        _start_together(processes)
         with snapvc.open(s3_url, clock=FastClock(start), gc_timing=FAST) as cleaner:
             ends = time.monotonic() + RESET_SECONDS + 60
             while any(p.poll() is None for p in processes) and runs < RESET_GC_RUNS and time.monotonic() < ends:
