@@ -38,6 +38,7 @@ from benchmarks import (
     langgraph_react,
     large_state,
     long_list,
+    per_step,
     s3_sync,
     wide_map,
 )
@@ -62,7 +63,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS_PATH = ROOT / "docs" / "benchmarks.md"
 WORKLOADS: dict[str, ModuleType] = {
     module.NAME: module
-    for module in (agent_run, growth, large_state, wide_map, long_list, deep_history, branching, langgraph_graph,
+    for module in (agent_run, per_step, growth, large_state, wide_map, long_list, deep_history, branching, langgraph_graph,
                    langgraph_react, git_export, s3_sync, adk_sessions, embeddings)
 }
 SCALES = {scale.name: scale for scale in (FULL, QUICK)}
