@@ -8,6 +8,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 from snapvc.backends.base import Backend, IdMap, UpgradeResult
@@ -18,8 +19,9 @@ from snapvc.backends.sqlite.packs import SqlitePackStore
 from snapvc.backends.sqlite.refs import SqliteRefStore
 from snapvc.backends.sqlite.upgrade import upgrade_file
 from snapvc.errors import InvalidArgumentError, RepositoryError
+from snapvc.ids import ObjectId
 
-__all__ = ["SqliteBackend", "SqliteIdMap", "open_sqlite_backend"]
+__all__ = ["SqliteBackend", "SqliteIdMap", "open_sqlite_backend", "branch_states"]
 
 # An id map's name becomes a table name: nothing that could be SQL.
 _TABLE_NAME = re.compile(r"[a-z][a-z0-9_]*")
@@ -53,6 +55,13 @@ class SqliteIdMap:
             c.executemany(f"INSERT OR REPLACE INTO {self.table} (id, sha) VALUES (?, ?)", list(pairs.items()))
 
 
+def branch_states(refs: SqliteRefStore, commits: SqliteCommitIndex) -> list[ObjectId]:
+    """The trees the refs point at, the newest commit's first: where a fresh read starts
+    (what a sealed pack puts first)."""
+    heads = commits.get_many(set(refs.list("refs/").values()))
+    return [c.tree for c in sorted(heads.values(), key=lambda c: c.timestamp_us, reverse=True)]
+
+
 class SqliteBackend(Backend):
     """A ``Backend`` in one SQLite file: a transaction is one SQLite write transaction;
     the gc epoch and the settings are rows of table ``meta``."""
@@ -60,7 +69,12 @@ class SqliteBackend(Backend):
     def __init__(self, location: str, file: SqliteFile, clock: Callable[[], float] = time.time) -> None:
         # Format 3 keeps objects in packs; formats 1 and 2, one frame a row.
         objects = SqlitePackStore(file, clock) if file.format >= PACKS_FORMAT else SqliteObjectStore(file, clock)
-        super().__init__(location, objects, SqliteRefStore(file, clock), SqliteCommitIndex(file, clock))
+        refs, commits = SqliteRefStore(file, clock), SqliteCommitIndex(file, clock)
+        if isinstance(objects, SqlitePackStore):
+            # Bound to the ref store and the commit index only: the pack store holds no
+            # reference back to its backend.
+            objects.read_roots = partial(branch_states, refs, commits)
+        super().__init__(location, objects, refs, commits)
         self.file = file
         self._clock = clock
 

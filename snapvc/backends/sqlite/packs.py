@@ -24,8 +24,8 @@ Table ``packs`` (one row a block or a pack)::
     stream  INTEGER NOT NULL     the number of its stream's first block (its own, for a pack)
     state   INTEGER NOT NULL     OPEN: its writer may append to the stream; FINISHED: the
                                  stream's last block; PACKED: a pack written whole, at the
-                                 write level, or sealed fast by a closing repository
-                                 (still to seal); SEALED: a pack sealed at SEAL_LEVEL
+                                 write level, or rewritten by gc (still to seal); SEALED:
+                                 a pack sealed at SEAL_LEVEL
     time    INTEGER NOT NULL     when it was written (seconds): the age of its objects for
                                  gc's grace period (a sealed pack: the youngest it joined)
     ids     BLOB NOT NULL        its objects' ids, 32 bytes each, in order
@@ -73,6 +73,7 @@ from dataclasses import dataclass
 import zstandard
 
 from snapvc.backends.sqlite.file import BackgroundWork, SqliteFile, batched, is_number, wrong
+from snapvc.backends.sqlite.layout import WALK_BYTES, read_order
 from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError, SnapvcError
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported, with_prefix
@@ -84,11 +85,14 @@ __all__ = ["SqlitePackStore", "OPEN", "FINISHED", "PACKED", "SEALED", "STREAM_BL
 OPEN, FINISHED, PACKED, SEALED = 0, 1, 2, 3
 _STATES = {OPEN: "open", FINISHED: "finished", PACKED: "packed", SEALED: "sealed"}
 
-# Blocks are compressed fast, as they are written; the sealer recompresses at a high
-# level, where zstd searches far back for matches (measured on the agent run's frames:
-# one stream of 128 commits is 802 KB at level 3, 653 KB at level 19).
+# Blocks are compressed fast, as they are written; the sealer recompresses them together
+# at a level where zstd searches further back for matches. Measured on the agent run's
+# 4.9 MB of frames (500 steps), as one pack: level 3 makes 783 KB in 20 ms, level 9
+# 633 KB in 82 ms, level 12 612 KB in 0.2 s, level 19 557 KB in 1.7 s, with a context of
+# 40-80 MiB. Level 9 keeps sealing a fraction of what the commits cost (1.2 s of CPU for
+# those 500 steps) and its context near 16 MiB.
 WRITE_LEVEL = 3
-SEAL_LEVEL = 19
+SEAL_LEVEL = 9
 # A stream ends after this many blocks or bytes of frames: a cold read of its last block
 # decodes at most this much.
 STREAM_BLOCKS = 128
@@ -103,14 +107,10 @@ JOIN_BYTES = 8 << 20
 # them: a large state's packs stay as written (recompressing hundreds of MB at the seal
 # level would keep a core busy for minutes, to save a sixth of the bytes at best).
 SEAL_PACKED_BYTES = 16 << 20
-# A repository closing after it wrote seals what is pending: at SEAL_LEVEL if it is at
-# most CLOSE_SEAL_BYTES, else at CLOSE_FAST_LEVEL if at most CLOSE_FAST_BYTES (each a
-# fraction of a second; measured on the agent run's 4.9 MB of frames, level 9 makes
-# 668 KB in 0.09 s where level 19 makes 582 KB in 1.7 s). More is left to the next
-# writer's sealer. A pack sealed fast is PACKED: the next seal at SEAL_LEVEL takes it up.
-CLOSE_SEAL_BYTES = 1 << 20
-CLOSE_FAST_LEVEL = 9
-CLOSE_FAST_BYTES = 8 << 20
+# A repository closing after it wrote seals what is pending if it is at most
+# CLOSE_SEAL_BYTES (a tenth of a second at SEAL_LEVEL); more is left to the next writer's
+# sealer.
+CLOSE_SEAL_BYTES = 8 << 20
 # An open stream whose last block is this old lost its writer (a crash): it is sealed.
 STALE_SECONDS = 3600
 # Decoded bytes kept for reads, across streams (the least recently read go first).
@@ -219,9 +219,13 @@ class SqlitePackStore:
 
     capabilities = StoreCapabilities(compresses=True)
 
-    def __init__(self, file: SqliteFile, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, file: SqliteFile, clock: Callable[[], float] = time.time,
+                 read_roots: Callable[[], list[ObjectId]] = list) -> None:
         self.file = file
         self._clock = clock
+        # The trees a fresh read starts at, newest first (the branches' states): what a
+        # sealed pack puts first (``layout.read_order``).
+        self.read_roots = read_roots
         file.make_tables(_SCHEMA)
         self._where: dict[bytes, tuple[int, int, int]] = {}  # id -> (block, offset in stream, length)
         self._blocks: dict[int, _Block] = {}
@@ -781,6 +785,7 @@ class SqlitePackStore:
             if oid not in seen:
                 seen.add(oid)
                 unique.append((oid, frame))
+        unique = read_order(unique, self._read_roots(), self._walk_lookup())
         body = _compress_stopping(b"".join(frame for _, frame in unique), level, stopping)
         if body is None:
             return False  # the repository is closing: the rows stay as they are
@@ -803,6 +808,42 @@ class SqlitePackStore:
             self._bump_generation()
         self.file.release_free_pages()
         return True
+
+    def _read_roots(self) -> list[ObjectId]:
+        """``read_roots()``, or none if they cannot be read now (a busy or damaged file:
+        the order of a pack is only a hint)."""
+        try:
+            with self.file.lock:
+                return self.read_roots()
+        except (SnapvcError, sqlite3.Error):
+            return []
+
+    def _walk_lookup(self) -> Callable[[bytes], bytes | None]:
+        """The frame of an object in another pack, for the walk of ``read_order``: read
+        under the lock one at a time (a seal holds no lock while it orders and compresses),
+        decoding at most ``layout.WALK_BYTES`` more of other packs in all; None beyond."""
+        left = [WALK_BYTES]
+
+        def lookup(oid: bytes) -> bytes | None:
+            with self._snapshot():
+                self._current()
+                found = self._where.get(oid)
+                if found is None:
+                    return None
+                number, offset, length = found
+                stream = self._blocks[number].stream
+                reader = self._readers.get(stream)
+                cost = offset + length - (len(reader.decoded) if reader is not None else 0)
+                if cost > left[0]:
+                    return None
+                left[0] -= max(cost, 0)
+                try:
+                    decoded = self._decoded(stream, offset + length, ObjectId(oid))
+                except CorruptObjectError:
+                    return None
+                return bytes(decoded[offset : offset + length])
+
+        return lookup
 
     def seal_all(self, budget: int | None = None, level: int = SEAL_LEVEL) -> int:
         """Seal everything there is to seal, now, at ``level`` (``snapvc gc``; a repository
@@ -855,8 +896,8 @@ class SqlitePackStore:
             sealer.stop()
         try:
             self.finish_stream()
-            if self._wrote and not self.seal_all(CLOSE_SEAL_BYTES):
-                self.seal_all(CLOSE_FAST_BYTES, CLOSE_FAST_LEVEL)
+            if self._wrote:
+                self.seal_all(CLOSE_SEAL_BYTES)
         except RepositoryError:
             pass  # busy or read-only: sealing only saves space, and the next writer seals it
         except SnapvcError as exc:  # the commits are stored: sealing only saves space
