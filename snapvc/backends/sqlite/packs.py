@@ -113,6 +113,9 @@ SEAL_PACKED_BYTES = 16 << 20
 CLOSE_SEAL_BYTES = 8 << 20
 # An open stream whose last block is this old lost its writer (a crash): it is sealed.
 STALE_SECONDS = 3600
+# A read fetches a pack's row from the file in parts, the first this large: what a read
+# of the objects at its start needs, not the whole pack.
+FETCH_BYTES = 64 << 10
 # Decoded bytes kept for reads, across streams (the least recently read go first).
 CACHE_BYTES = 64 << 20
 # The most decoded bytes a stream or pack may declare (its rows' sizes, added up): what a
@@ -200,6 +203,7 @@ class _StreamReader:
         self.decompressor = BlockFeeder(zstandard.ZstdDecompressor(max_window_size=WINDOW_MAX)) \
             if decompress else None
         self.next_block = stream  # the first block not yet fetched (in number order)
+        self.fetched = 0  # of a stream's last row, fetched in parts: the bytes fetched so far
         self.ended = False  # decoded to its declared end, and checked that nothing follows
 
 
@@ -424,18 +428,47 @@ class SqlitePackStore:
         return reader.decoded
 
     def _compressed_rows(self, stream: int, reader: _StreamReader) -> bytes:
-        """The compressed bytes of the rows of ``stream`` that ``reader`` has not fetched
-        yet (the caller holds the lock)."""
+        """The next compressed bytes of the rows of ``stream`` that ``reader`` has not
+        fetched yet (the caller holds the lock): all the rows left, or, once one is left
+        (a pack is one row), its next part (``_row_part``)."""
         later = [n for n in self._streams[stream] if n >= reader.next_block]
         if not later:
             return b""
+        if len(later) == 1:
+            part = self._row_part(later[0], reader)
+            if part is not None:
+                return part
         rows = self.file.conn.execute(
             "SELECT number, CAST(data AS BLOB) FROM packs WHERE stream = ? AND number >= ? ORDER BY number",
             (stream, later[0])).fetchall()
         if not rows:
             return b""
         reader.next_block = rows[-1][0] + 1
-        return b"".join(data for _, data in rows)
+        data = b"".join(data for _, data in rows)
+        if reader.fetched:
+            data = data[reader.fetched :]
+            reader.fetched = 0
+        return data
+
+    def _row_part(self, number: int, reader: _StreamReader) -> bytes | None:
+        """The next part of row ``number``'s data after the ``reader.fetched`` bytes fetched
+        already: ``FETCH_BYTES`` at first, then as much again as fetched so far, so that a
+        read of the objects at a pack's start reads only that part of it from the file,
+        and a read of all of it fetches it in a few parts. None if the row cannot be read
+        in parts (its data is not a blob: damage, which the whole row's read names)."""
+        try:
+            with self.file.conn.blobopen("packs", "data", number, readonly=True) as blob:
+                blob.seek(reader.fetched)
+                part = blob.read(max(FETCH_BYTES, reader.fetched))
+                left = len(blob) - blob.tell()
+        except sqlite3.Error:
+            return None
+        if left:
+            reader.fetched += len(part)
+        else:
+            reader.next_block = number + 1
+            reader.fetched = 0
+        return part
 
     def _trim_readers(self) -> None:
         """Drop the least recently read streams' decoded bytes past CACHE_BYTES (this
