@@ -32,18 +32,30 @@ WALK_BYTES = 16 << 20
 
 def read_order(frames: Sequence[tuple[ObjectId, bytes]], roots: Iterable[bytes],
                lookup: Callable[[bytes], bytes | None]) -> list[tuple[ObjectId, bytes]]:
-    """``frames`` (raw frames, each id once) reordered: the objects reachable from
-    ``roots`` (the newest root first) in the order a read from the roots asks for them,
-    BLOBs after the other nodes, then the rest in the order given. ``lookup``: the frame
+    """``frames`` (raw frames, each id once) reordered: the objects reachable from each
+    of ``roots`` in turn (the newest first) in the order a read from that root asks for
+    them, its BLOBs after its other nodes; then the rest in the order given. ``lookup``: the frame
     of an object not in ``frames`` that the walk passes through on its way down, or
     None (not stored, or too costly to read: the walk stops there)."""
     own = {bytes(oid): frame for oid, frame in frames}
+    first: list[bytes] = []
+    seen: set[bytes] = set()
+    budget = [WALK_BYTES]
+    for root in roots:
+        first += _walk(bytes(root), own, lookup, seen, budget)
+    placed = set(first)
+    return [(ObjectId(oid), own[oid]) for oid in first] + [item for item in frames if item[0] not in placed]
+
+
+def _walk(root: bytes, own: dict[bytes, bytes], lookup: Callable[[bytes], bytes | None], seen: set[bytes],
+          budget: list[int]) -> list[bytes]:
+    """The objects of ``own`` reachable from ``root`` and not ``seen`` before, level by
+    level (a checkout asks for a level in one batch), BLOBs last; ``budget``: the bytes
+    of nodes the walk may still decode."""
     nodes: list[bytes] = []
     chunks: list[bytes] = []
-    seen: set[bytes] = set()
-    budget = WALK_BYTES
-    level = [bytes(root) for root in roots]
-    while level and budget > 0:
+    level = [root]
+    while level and budget[0] > 0:
         below: list[bytes] = []
         for oid in level:
             if oid in seen:
@@ -58,14 +70,12 @@ def read_order(frames: Sequence[tuple[ObjectId, bytes]], roots: Iterable[bytes],
             kind = data[0]
             if oid in own:
                 (chunks if kind == BLOB else nodes).append(oid)
-            if kind not in (MAP, SEQ, TEXT) or budget <= 0:
+            if kind not in (MAP, SEQ, TEXT) or budget[0] <= 0:
                 continue
-            budget -= len(data)
+            budget[0] -= len(data)
             below += _children(oid, data)
         level = below
-    first = nodes + chunks
-    placed = set(first)
-    return [(ObjectId(oid), own[oid]) for oid in first] + [item for item in frames if item[0] not in placed]
+    return nodes + chunks
 
 
 def _canonical(frame: bytes) -> bytes | None:
