@@ -166,3 +166,18 @@ def test_a_pack_in_any_order_reads_back(tmp_path: Path) -> None:
     with snapvc.open(path) as repo:
         assert repo.checkout("main") == state
         assert repo.fsck().ok
+
+
+def test_a_fresh_read_of_a_few_objects_indexes_no_ids_and_a_checkout_indexes_them_all(tmp_path: Path) -> None:
+    """A newly opened repository finds the few objects of one value by searching its
+    rows' ids (a fresh read pays for what it reads, not for every id of the file); a
+    read of more objects than ``SEARCHES`` indexes every id, once."""
+    path = tmp_path / "r.snapvc"
+    state = _run(path, steps=20)
+    _, ids, _, _ = _pack(path)
+    with snapvc.open(path) as repo:
+        store = repo.backend.objects
+        assert repo.snapshot("main")["messages"][10]["step"] == 10
+        assert store._where == {} and 0 < store._searches <= packs.SEARCHES
+        assert repo.checkout("main") == state
+        assert set(store._where) == set(ids) and not store._unindexed

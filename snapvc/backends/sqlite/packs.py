@@ -38,7 +38,8 @@ Table ``packs`` (one row a block or a pack)::
 
 Finding an object by id: every row's ``ids`` and ``sizes`` are read into memory the first
 time any object is looked up (the *directory*: id -> stream, offset in the stream's
-decoded bytes, length), then kept current: ``PRAGMA data_version`` tells when another
+decoded bytes, length; its first ``SEARCHES`` lookups search the rows' ``ids``, and only
+a read of more indexes every id), then kept current: ``PRAGMA data_version`` tells when another
 connection wrote, and meta key ``pack_generation`` (bumped by every swap and gc) whether
 rows were replaced (a full reload) or only added (read the new rows). A read decodes a
 stream from its start up to what it needs, and keeps the decoded bytes and the
