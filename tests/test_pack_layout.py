@@ -181,3 +181,20 @@ def test_a_fresh_read_of_a_few_objects_indexes_no_ids_and_a_checkout_indexes_the
         assert store._where == {} and 0 < store._searches <= packs.SEARCHES
         assert repo.checkout("main") == state
         assert set(store._where) == set(ids) and not store._unindexed
+
+
+def test_an_upgraded_file_is_sealed_with_the_newest_state_first(tmp_path: Path) -> None:
+    """``upgrade`` seals the packs it wrote as the sealer does: the newest state first."""
+    path = tmp_path / "r.snapvc"
+    rng = random.Random(2)
+    state: dict[str, Any] = {"documents": {f"d{k}": _words(rng, 2000) for k in range(10)}, "messages": []}
+    with snapvc.open(path, format=2) as repo:
+        for i in range(10):
+            state["messages"].append(_words(rng, 50))
+            state["documents"][f"d{i}"] = _words(rng, 2000)
+            repo.commit(state, message=f"s{i}")
+        repo.upgrade()
+    _, ids, _, _ = _pack(path)
+    with snapvc.open(path) as repo:
+        newest = [oid for oid, _ in _walk(repo, repo.get_commit(repo.resolve("main")).tree)]
+    assert ids[: len(newest)] == newest

@@ -14,14 +14,14 @@ from pathlib import Path
 from snapvc.backends.base import Backend, IdMap, UpgradeResult
 from snapvc.backends.sqlite.commit_index import SqliteCommitIndex
 from snapvc.backends.sqlite.file import BATCH, FORMAT_VERSION, PACKS_FORMAT, SqliteFile, wrong
+from snapvc.backends.sqlite.layout import branch_states
 from snapvc.backends.sqlite.objects import SqliteObjectStore
 from snapvc.backends.sqlite.packs import SqlitePackStore
 from snapvc.backends.sqlite.refs import SqliteRefStore
 from snapvc.backends.sqlite.upgrade import upgrade_file
 from snapvc.errors import InvalidArgumentError, RepositoryError
-from snapvc.ids import ObjectId
 
-__all__ = ["SqliteBackend", "SqliteIdMap", "open_sqlite_backend", "branch_states"]
+__all__ = ["SqliteBackend", "SqliteIdMap", "open_sqlite_backend"]
 
 # An id map's name becomes a table name: nothing that could be SQL.
 _TABLE_NAME = re.compile(r"[a-z][a-z0-9_]*")
@@ -53,13 +53,6 @@ class SqliteIdMap:
             # Values are a function of the id (git export: per layout version, which names
             # the table), so a row replaced holds the same value, never another.
             c.executemany(f"INSERT OR REPLACE INTO {self.table} (id, sha) VALUES (?, ?)", list(pairs.items()))
-
-
-def branch_states(refs: SqliteRefStore, commits: SqliteCommitIndex) -> list[ObjectId]:
-    """The trees the refs point at, the newest commit's first: where a fresh read starts
-    (what a sealed pack puts first)."""
-    heads = commits.get_many(set(refs.list("refs/").values()))
-    return [c.tree for c in sorted(heads.values(), key=lambda c: c.timestamp_us, reverse=True)]
 
 
 class SqliteBackend(Backend):

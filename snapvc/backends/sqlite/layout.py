@@ -22,12 +22,21 @@ from snapvc.encoding.nodes import children_of, decode_node
 from snapvc.errors import SnapvcError
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
+from snapvc.refs.base import RefStore
+from snapvc.store.commit_index import CommitIndex
 
-__all__ = ["read_order", "WALK_BYTES"]
+__all__ = ["read_order", "branch_states", "WALK_BYTES"]
 
 # The walk decodes at most this many bytes of nodes (its own and others' it reads on the
 # way down): a state larger than that keeps the rest of its objects in the order they came.
 WALK_BYTES = 16 << 20
+
+
+def branch_states(refs: RefStore, commits: CommitIndex) -> list[ObjectId]:
+    """The trees the refs point at, the newest commit's first: where a fresh read starts
+    (the ``roots`` of ``read_order``)."""
+    heads = commits.get_many(set(refs.list("refs/").values()))
+    return [c.tree for c in sorted(heads.values(), key=lambda c: c.timestamp_us, reverse=True)]
 
 
 def read_order(frames: Sequence[tuple[ObjectId, bytes]], roots: Iterable[bytes],
