@@ -38,13 +38,15 @@ _BLOB_KIND = bytes([BLOB])
 
 
 class Built(NamedTuple):
-    """A value ``Loader.materialize`` built from the stored object ``oid``: a dict, list or
-    tuple from the root node of its tree (``node``, its decoded payload), or a long str or
-    bytes (``node`` None). Values held inline in a node are not listed."""
+    """A value ``Loader.materialize`` built from the stored object ``oid`` (``size``
+    bytes): a dict, list or tuple from the root node of its tree (``node``, its decoded
+    payload), or a long str or bytes (``node`` None). Values held inline in a node are
+    not listed."""
 
     oid: bytes
     value: Any
     node: list[Any] | None
+    size: int
 
 
 class Part(NamedTuple):
@@ -274,14 +276,14 @@ class _Builder:
             if tag != TAG_DICT:
                 return adapter_for_name(tag).from_fields(out)
             if built is not None:
-                built.append(Built(oid, out, node))
+                built.append(Built(oid, out, node, len(self.raw[oid])))
             return out
         if kind == SEQ:
             items: list[Any] = []
             self._seq_into(node, items)
             seq = tuple(items) if node[0] == TAG_TUPLE else items
             if built is not None:
-                built.append(Built(oid, seq, node))
+                built.append(Built(oid, seq, node, len(self.raw[oid])))
             return seq
         if kind == TEXT:
             parts: list[Any] = []
@@ -294,7 +296,7 @@ class _Builder:
                 except UnicodeDecodeError as exc:
                     raise CorruptObjectError(ObjectId(oid), f"text is not valid UTF-8: {exc}") from None
             if built is not None:
-                built.append(Built(oid, text, None))
+                built.append(Built(oid, text, None, len(self.raw[oid])))
             return text
         return node  # BLOB
 

@@ -24,10 +24,10 @@ record was taken from it, which is before the caller gets it) is seen and stored
 
 Containers stored inline in their parent (small ones) get no entry of their own: they
 cost little to encode, and their parent's snapshot covers them. A container whose
-stored form the encoder would not make from its value (a small single node with no
-reference, which the encoder would put inline) is left to the encoder, as is a typed
-value stored as an object of its own, and a container of more than ``SEED_MAX_ENTRIES``
-entries.
+stored form the encoder might not make from its value (a single node with no reference
+small enough to be put inline: only a state's root is stored so) is left to the
+encoder, as is a typed value stored as an object of its own, and a container of more
+than ``SEED_MAX_ENTRIES`` entries.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from snapvc.encoding.prolly import Level, NodeRec
 from snapvc.encoding.reader import Built, Loader
 from snapvc.encoding.splice import inner_levels
 from snapvc.encoding.values import REF_PREFIX, new_packer
-from snapvc.encoding.writer import INLINE_STR_MAX, SINGLE_NODE_ENTRIES
+from snapvc.encoding.writer import INLINE_NODE_MAX, INLINE_STR_MAX, SINGLE_NODE_ENTRIES
 from snapvc.objects import MAP, SEQ
 
 __all__ = ["LoadRecord", "Seeder", "SEED_MAX_ENTRIES"]
@@ -52,6 +52,22 @@ __all__ = ["LoadRecord", "Seeder", "SEED_MAX_ENTRIES"]
 # encodings of a million list elements from their leaves takes a few hundred milliseconds,
 # more than the checkout itself; the first commit after the load encodes it anew.
 SEED_MAX_ENTRIES = 50_000
+
+_is_ref = methodcaller("startswith", REF_PREFIX)
+# What a leaf's stored bytes hold besides its entries when none is a reference: the
+# kind, the payload's array header, a one-byte tag and level, and the empty list of
+# references (``snapvc.encoding.nodes``).
+_LEAF_OVERHEAD = 5
+
+
+def _may_be_inline(node: list[Any], size: int) -> bool:
+    """Whether the encoder might write the container stored as ``node`` (``size`` bytes
+    with its header) inline in its parent (``Encoder._map_node``, ``_encode_seq``): a
+    single leaf holding no reference whose entries fit in ``INLINE_NODE_MAX`` bytes. Only
+    the root of a state is stored so; a taught reference there would give the same
+    state another id."""
+    return node[1] == 0 and not node[3] and len(node[2]) <= SINGLE_NODE_ENTRIES and (
+        size - _LEAF_OVERHEAD <= INLINE_NODE_MAX)
 
 
 class _Held(NamedTuple):
@@ -77,7 +93,7 @@ class LoadRecord:
         self.value = built[-1].value if built else None  # the state: built last, around all else
         self.held: dict[int, _Held] = {}  # by id of the container (held, so the id stays its own)
         self.texts: dict[int, tuple[Any, bytes]] = {}  # long str and bytes: (value, stored id)
-        for oid, value, node in built:
+        for oid, value, node, size in built:
             t = type(value)
             if node is None:
                 if len(value) > INLINE_STR_MAX:  # never inline, whatever its UTF-8 length
@@ -86,8 +102,8 @@ class LoadRecord:
             if len(value) > SEED_MAX_ENTRIES:
                 continue  # not taught (see ``SEED_MAX_ENTRIES``)
             is_root = value is self.value
-            if not is_root and node[1] == 0 and not node[3] and len(node[2]) <= SINGLE_NODE_ENTRIES:
-                continue  # the encoder would put it inline: it is left to it
+            if not is_root and _may_be_inline(node, size):
+                continue  # perhaps the encoder would put it inline: it is left to it
             if t is dict:
                 keys, vals = tuple(value), tuple(value.values())
             else:
@@ -164,10 +180,7 @@ class Seeder:
                 compress(range(n), map(not_, map(IMMUTABLE_TYPES.__contains__, map(type, vals))))]
         if any(type(v) not in MUTABLE_CONTAINERS and adapter_for_value(v) is None for _, v, _ in kids):
             return  # a value no state holds: left to the encoder, which names it
-        refs = []
-        if REF_PREFIX in b"".join(encs):
-            refs = [(at[i], vals[i], encs[i]) for i in
-                    compress(range(n), map(methodcaller("startswith", REF_PREFIX), encs))]
+        refs = [(at[i], vals[i], encs[i]) for i in compress(range(n), map(_is_ref, encs))]
         entry = CacheEntry(value, keys, list(vals) if kind == SEQ else vals, REF_PREFIX + oid, kids, levels, pairs)
         if kind == MAP:
             entry.sorted_keys = keys
