@@ -33,8 +33,8 @@ from snapvc.backends.open import open_backend
 from snapvc.diff.changes import Change, diff_values, plain_value
 from snapvc.diff.merge import MergeResult, Resolve, check_resolve, find_merge_base, merge_states
 from snapvc.encoding.paths import StatePath, parse_path
-from snapvc.encoding.reader import Loader, MapView, ObjectCache
-from snapvc.encoding.seed import Seeder
+from snapvc.encoding.reader import Built, Loader, MapView, ObjectCache
+from snapvc.encoding.seed import LoadRecord, Seeder
 from snapvc.encoding.writer import EncodeCache, Encoder
 from snapvc.errors import (
     CorruptObjectError,
@@ -110,6 +110,9 @@ class RepositoryCore:
         self.author = author or _default_author()
         self.loader = Loader(self.store.get_many, ObjectCache(cache_bytes))
         self._encode_caches: dict[str, EncodeCache] = {}
+        # ref -> (its encode cache, what the state loaded last for it was built as): taught
+        # to that cache by the next commit on the ref (``_seed``), if the cache is still its
+        self._loads: dict[str, tuple[EncodeCache, LoadRecord]] = {}
         # Held by every write of this object (commits, ref moves, gc's sweep, a sync's
         # writes): one writer at a time per repository object, across threads.
         self.write_lock = threading.RLock()
@@ -300,6 +303,7 @@ class RepositoryCore:
         after a sweep; a commit calls it when it finds that a sweep ran meanwhile."""
         with self.write_lock:
             self._encode_caches.clear()
+            self._loads.clear()
             self.store.forget_all()
             self.loader.cache.clear()
             self._commit_cache.clear()
@@ -329,6 +333,7 @@ class RepositoryCore:
             if ref is not None and expected != tip:  # the caller built on a tip that has moved since
                 raise RefConflictError(ref, expected, tip)
             cache = self._encode_cache(ref if ref is not None else "", parents)
+            self._teach(ref if ref is not None else "", cache)
             encoder = Encoder(cache, self.loader)
             try:
                 tree = encoder.encode_root(state, dirty_paths)
@@ -387,7 +392,9 @@ class RepositoryCore:
             cache = EncodeCache()
         self._encode_caches[ref] = cache  # most recently used last
         while len(self._encode_caches) > _MAX_BRANCH_CACHES:
-            del self._encode_caches[next(iter(self._encode_caches))]
+            oldest = next(iter(self._encode_caches))
+            del self._encode_caches[oldest]
+            self._loads.pop(oldest, None)
         return cache
 
     def _may_rely_on(self, cache: EncodeCache, parents: tuple[ObjectId, ...]) -> bool:
@@ -493,6 +500,7 @@ class RepositoryCore:
             raise RefError(ref, f"cannot delete branch {name!r}: HEAD is on it; check out another branch first")
         old = self._move(ref, None, "branch: deleted", must_exist=True)
         self._encode_caches.pop(ref, None)
+        self._loads.pop(ref, None)
         assert old is not None
         return old
 
@@ -578,27 +586,31 @@ class RepositoryCore:
         HEAD stays where it is (``switch`` moves it). The next commit of the state, changed,
         to the branch ``rev`` names (or HEAD's, for any other rev) costs the change."""
         commit = self.get_commit(self.resolve(rev))
-        state: dict[str, Any] = self.loader.materialize(commit.tree)
+        built: list[Built] = []
+        state: dict[str, Any] = self.loader.materialize(commit.tree, built)
         branch = None
         if isinstance(rev, str) and ref_name_problem(HEADS + rev) is None and self.refs.get(HEADS + rev) is not None:
             branch = HEADS + rev
-        self._seed(branch, commit, state)
+        self._seed(branch, commit, built)
         return state
 
     def load_state(self, commit_id: ObjectId, ref: str) -> dict[str, Any]:
         """The state of commit ``commit_id`` as a fresh dict, taught to ``ref``'s encode
         cache (``State`` loads its working copy so)."""
         commit = self.get_commit(commit_id)
-        state: dict[str, Any] = self.loader.materialize(commit.tree)
-        self._seed(ref, commit, state)
+        built: list[Built] = []
+        state: dict[str, Any] = self.loader.materialize(commit.tree, built)
+        self._seed(ref, commit, built)
         return state
 
-    def _seed(self, ref: str | None, commit: Commit, state: dict[str, Any]) -> None:
-        """Teach the encode cache of ``ref`` (default: HEAD's branch, where a commit of
-        ``state`` goes by default) what ``state``, just materialized from ``commit``'s
-        tree, is stored as: the next commit of it, changed, costs the change (see
-        ``snapvc.encoding.seed``), if ``commit`` is that commit's parent or an ancestor
-        of it (``_may_rely_on``)."""
+    def _seed(self, ref: str | None, commit: Commit, built: list[Built]) -> None:
+        """Record for the encode cache of ``ref`` (default: HEAD's branch, where a commit
+        of the state goes by default) what the state just materialized from ``commit``'s
+        tree was built as (``built``): the next commit on ``ref`` is taught it first
+        (``_teach``), so that the state, changed, costs the change (see
+        ``snapvc.encoding.seed``), if ``commit`` is that commit's parent or an ancestor of
+        it (``_may_rely_on``). What an earlier load recorded or taught is forgotten."""
+        record = LoadRecord(bytes(commit.tree), built)  # before the caller can change the state
         with self.write_lock:
             key = ref or self.branch_ref(None)
             cache = self._encode_cache(key)
@@ -606,7 +618,19 @@ class RepositoryCore:
                 if len(cache.sources) >= _MAX_CACHE_SOURCES:  # a cache taught by many states: start again
                     cache = self._encode_caches[key] = EncodeCache()
                 cache.sources.add(commit.id)
-            Seeder(self.loader, cache).seed(bytes(commit.tree), state)
+            cache.start_loading()
+            self._loads[key] = (cache, record)
+
+    def _teach(self, ref: str, cache: EncodeCache) -> None:
+        """Teach ``cache``, about to encode a commit on ``ref``, what the state loaded last
+        for ``ref`` was built as (``_seed``), if it was recorded for this very cache."""
+        cache_and_record = self._loads.pop(ref, None)
+        if cache_and_record is None or cache_and_record[0] is not cache:
+            return
+        try:
+            Seeder(self.loader, cache).seed(cache_and_record[1])
+        except (ObjectNotFoundError, CorruptObjectError):  # (a sweep meanwhile): the state is encoded anew
+            cache.start_loading()
 
     def snapshot(self, rev: str | ObjectId = "HEAD") -> MapView:
         """A lazy, read-only view of the state at ``rev``: reading one key loads only the
