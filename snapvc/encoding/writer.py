@@ -390,11 +390,11 @@ class Encoder:
         commit fails. None if there is none, or if it is in use in this encoding."""
         if len(obj) < ADOPT_MIN:
             return None
-        e = self.cache.entry_at(tuple(self._path))
+        path = tuple(self._path)
+        e = self.cache.entry_at(path)
         if e is None or e.gen == self._gen or type(e.obj) is not type(obj):
             return None
-        self.cache.move(e, obj)
-        return e
+        return self.cache.move(e, obj, path)
 
     # -- dicts --------------------------------------------------------------------------
 
@@ -515,6 +515,7 @@ class Encoder:
             redo = list(compress(e.keys, map(is_not, d.values(), e.vals)))
         if len(redo) * _FEW_CHANGES > len(d):
             return None
+        e = self.cache.writable(e, tuple(self._path))
         if type(e.vals) is not list:
             e.vals = list(e.vals)
         sorted_vals = e.sorted_vals
@@ -681,6 +682,7 @@ class Encoder:
                     # A pure append grows the remembered entry in place (undone if the
                     # commit fails), so a long list costs nothing per element here.
                     appended = True
+                    e = self.cache.writable(e, tuple(path))
                     self.cache.on_discard(_grow_undo(e))
                     entries = e.entries
                     kids = e.kids
