@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from gc import get_referents
 from itertools import chain
-from operator import is_
 from typing import Any, Final
 
 from snapvc.encoding.adapters import adapter_for_value
+from snapvc.encoding.identity import same_objects
 from snapvc.encoding.prolly import Level
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.encoding.values import MAX_DEPTH, SCALAR_EXT_TYPES
@@ -183,17 +183,18 @@ class DeepSnapshot:
         """True if every recorded container still holds exactly the recorded objects.
 
         ``gc.get_referents`` lists what containers hold (a dict's values, a list's items,
-        a typed value's attributes) in one C call; identity is then checked element by
-        element. Keys are str (anything else fails to encode), and str equality is exact."""
+        a typed value's attributes) in one C call; identity is then compared all at once
+        (``snapvc.encoding.identity``). Keys are str (anything else fails to encode), and
+        str equality is exact."""
         return (
             list(map(len, self.seqs)) == self.slens
             and list(map(len, self.dicts)) == self.dlens
-            and all(map(is_, get_referents(*self.seqs), self.items))
+            and same_objects(get_referents(*self.seqs), self.items)
             and list(chain.from_iterable(self.dicts)) == self.keys
-            and all(map(is_, get_referents(*self.dicts), self.vals))
+            and same_objects(get_referents(*self.dicts), self.vals)
             and (not self.objs or (
                 list(map(len, map(get_referents, self.objs))) == self.olens
-                and all(map(is_, get_referents(*self.objs), self.orefs))))
+                and same_objects(get_referents(*self.objs), self.orefs)))
         )
 
 
