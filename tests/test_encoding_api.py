@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -207,3 +207,22 @@ def test_values_replaced_in_place_by_equal_ones_are_stored(identity_compare: boo
     messages[9]["tags"].append("later")  # ... watched from then on
     c = repo.commit(state)
     assert repo.checkout(c.id) == state
+
+
+def test_a_deep_snapshot_of_many_dicts_sees_a_change_in_any_of_them(identity_compare: bool) -> None:
+    """The dicts are checked a run at a time: a change in any run, or across two, counts."""
+    def change_at(i: int) -> list[Callable[[list[dict[str, Any]]], None]]:
+        return [
+            lambda ds: ds[i].__setitem__("n", True),  # equal to 1, stored apart
+            lambda ds: ds[i].__setitem__("renamed", ds[i].pop("tags")),  # same values, another key
+            lambda ds: ds[i + 1].__setitem__("moved", ds[i].pop("tags")),  # one dict to the next
+            lambda ds: ds[i]["tags"].append("x"),
+        ]
+
+    for i in (0, 510, 511, 1023, 1498):
+        for change in change_at(i):
+            dicts: list[dict[str, Any]] = [{"n": 1, "tags": [k]} for k in range(1500)]
+            snapshot = DeepSnapshot.of([dicts])
+            assert snapshot is not None and snapshot.same()
+            change(dicts)
+            assert not snapshot.same(), i
