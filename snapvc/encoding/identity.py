@@ -68,7 +68,8 @@ def compare_by_address(enabled: bool) -> None:
 
 
 def same_objects(a: list[Any], b: list[Any]) -> bool:
-    """True if ``a`` and ``b`` (plain lists) hold the very same objects in the same order."""
+    """True if ``a`` and ``b`` (plain lists) hold the very same objects in the same order.
+    Both must be lists no other thread changes meanwhile (the caller's own, or fresh)."""
     global _references
     references = _references
     if references is _UNSET:
@@ -86,6 +87,6 @@ def same_prefix(a: list[Any] | tuple[Any, ...], b: list[Any] | tuple[Any, ...]) 
 
 
 def _head(items: list[Any] | tuple[Any, ...], n: int) -> list[Any]:
-    if type(items) is list:
-        return items if len(items) == n else items[:n]
-    return list(items[:n])
+    """The first ``n`` items as a list of our own (taken in one C call: a list that is
+    the caller's is never read through its array while its owner may grow it)."""
+    return items[:n] if type(items) is list else list(items[:n])
