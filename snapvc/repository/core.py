@@ -71,7 +71,7 @@ _GC_RETRIES = 3
 _MAX_BRANCH_CACHES = 8
 _PREFETCH_COMMITS = 256
 _MAX_CACHED_COMMITS = 200_000
-# Where a gc sweeps beside writers: the most commits an encode cache's encodings may come
+# The most commits an encode cache's encodings may come
 # from (its last commit and the states loaded since), and the most commits walked to find
 # them among a new commit's ancestors (``RepositoryCore._may_rely_on``).
 _MAX_CACHE_SOURCES = 4
@@ -385,17 +385,34 @@ class RepositoryCore:
             return commit
 
     def _encode_cache(self, ref: str, parents: tuple[ObjectId, ...] | None = None) -> EncodeCache:
-        """The encode cache of ``ref``; a new, empty one when the commit being made with
-        ``parents`` may not rely on it (``_may_rely_on``)."""
+        """The encode cache of ``ref``, for a commit with ``parents`` (if given). When
+        ``ref``'s own does not hold its first parent (the first commit on a branch just
+        forked, or moved) but another branch's cache does (it stored or loaded that
+        commit), a fork of that one (``EncodeCache.fork``): the commit costs the change
+        from the parent. A new, empty one when the commit may not rely on either
+        (``_may_rely_on``)."""
         cache = self._encode_caches.pop(ref, None)
+        if parents and (cache is None or parents[0] not in cache.sources):
+            holder = self._cache_holding(parents[0])
+            if holder is not None and self._may_rely_on(holder, parents):
+                cache = holder.fork()
         if cache is None or (parents is not None and not self._may_rely_on(cache, parents)):
             cache = EncodeCache()
+        self._keep_encode_cache(ref, cache)
+        return cache
+
+    def _cache_holding(self, oid: ObjectId) -> EncodeCache | None:
+        """The most recently used encode cache that holds commit ``oid`` (stored or loaded
+        it last: ``EncodeCache.sources``), if one does."""
+        return next((c for c in reversed(self._encode_caches.values()) if oid in c.sources), None)
+
+    def _keep_encode_cache(self, ref: str, cache: EncodeCache) -> None:
+        self._encode_caches.pop(ref, None)
         self._encode_caches[ref] = cache  # most recently used last
         while len(self._encode_caches) > _MAX_BRANCH_CACHES:
             oldest = next(iter(self._encode_caches))
             del self._encode_caches[oldest]
             self._loads.pop(oldest, None)
-        return cache
 
     def _may_rely_on(self, cache: EncodeCache, parents: tuple[ObjectId, ...]) -> bool:
         """Whether a commit with ``parents`` may reuse what ``cache`` names without storing
@@ -486,7 +503,13 @@ class RepositoryCore:
         """Create branch ``name`` at ``at`` (fork); ``force`` moves an existing one."""
         ref = branch_ref(name)
         commit = self.get_commit(self.resolve(at))
-        self._move(ref, commit.id, f"branch: created from {at}", must_not_exist=not force)
+        with self.write_lock:
+            self._move(ref, commit.id, f"branch: created from {at}", must_not_exist=not force)
+            # The new branch starts from what the cache holding its tip holds, so that its
+            # first commit costs the change, even if that cache's branch moves on first.
+            holder = self._cache_holding(commit.id)
+            if holder is not None:
+                self._keep_encode_cache(ref, holder.fork())
         return commit
 
     def branches(self) -> dict[str, ObjectId]:
@@ -614,9 +637,12 @@ class RepositoryCore:
         with self.write_lock:
             key = ref or self.branch_ref(None)
             cache = self._encode_cache(key)
-            if self.backend.sweeps_beside_writers and commit.id not in cache.sources:
+            if commit.id not in cache.sources:
                 if len(cache.sources) >= _MAX_CACHE_SOURCES:  # a cache taught by many states: start again
-                    cache = self._encode_caches[key] = EncodeCache()
+                    if self.backend.sweeps_beside_writers:
+                        cache = self._encode_caches[key] = EncodeCache()
+                    else:  # (elsewhere the sources only tell a fork which cache holds its parent)
+                        cache.sources.clear()
                 cache.sources.add(commit.id)
             cache.start_loading()
             self._loads[key] = (cache, record)
