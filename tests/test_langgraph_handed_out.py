@@ -157,6 +157,48 @@ def test_a_message_replaced_after_a_get_tuple_is_stored(tmp_path: Path) -> None:
     assert stored[0][1]["messages"][0].content == "question 0, replaced in turn 3"
 
 
+# --- what get_tuple hands out again -------------------------------------------------------
+
+
+def _messages(saver: SnapvcSaver, config: Any = CONFIG) -> list[Any]:
+    return saver.get_tuple(config).checkpoint["channel_values"]["messages"]
+
+
+def test_the_tip_just_put_is_handed_out_without_rebuilding_its_messages(tmp_path: Path) -> None:
+    with SnapvcSaver(tmp_path / "again.snapvc") as saver:
+        graph = _react(saver)
+        for turn in range(3):
+            _turn(graph, turn)
+        held = graph.invoke({"messages": [HumanMessage("question 3", id="human-3")]}, CONFIG,
+                            durability="sync")["messages"]
+        first, second = _messages(saver), _messages(saver)
+        # The objects the last put got, unchanged since: handed out as they are, in new lists.
+        assert first is not held and second is not first
+        assert all(a is b for a, b in zip(first, held)) and len(first) == len(held) == 16
+        assert all(a is b for a, b in zip(second, held))
+        older = list(saver.list(CONFIG))[2]  # not the working copy's commit: built from what was stored
+        assert not any(a is b for a, b in zip(_messages(saver, older.config), held))
+        _turn(graph, 4)  # the next put recognises them and stores only what was added
+    with SnapvcSaver(tmp_path / "again.snapvc") as reopened:
+        assert _messages(reopened) == [*held, *_messages(reopened)[16:]] and len(_messages(reopened)) == 20
+
+
+def test_a_message_changed_in_place_after_its_put_is_read_from_what_was_stored(tmp_path: Path) -> None:
+    with SnapvcSaver(tmp_path / "changed.snapvc") as saver:
+        graph = _react(saver)
+        held = graph.invoke({"messages": [HumanMessage("question 0", id="human-0")]}, CONFIG,
+                            durability="sync")["messages"]
+        held[1].tool_calls[0]["args"]["options"]["top"] = 99  # the caller changes what the run returned
+        held[0].content = "changed by the caller"
+        handed = _messages(saver)
+        assert not any(a is b for a, b in zip(handed, held))
+        assert handed[0].content == "question 0" and handed[1].tool_calls[0]["args"]["options"]["top"] == 1
+        assert _messages(saver)[0] is not held[0]  # and never after
+        _turn(graph, 1)
+    expected = _in_memory(_react, 2)
+    assert _stored(tmp_path / "changed.snapvc", _react) == expected
+
+
 # --- another writer between the get_tuple and the put ------------------------------------
 
 

@@ -244,9 +244,11 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 return None
             reader = Reader(self.repo.loader)
             stored: dict[str, Any] = {}
-            found = self._tuple(reader, thread_id, namespace, commit, self._writes_tree(branch), stored)
+            again = self._unchanged(branch, commit)
+            found = self._tuple(reader, thread_id, namespace, commit, self._writes_tree(branch), stored,
+                                {channel: given.value for channel, given in again.items()})
             if commit.id == self.repo.refs.get(HEADS + branch):
-                self._hand_out(branch, commit, found.checkpoint["channel_values"], stored)
+                self._hand_out(branch, commit, found.checkpoint["channel_values"], stored, again)
             return found
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
@@ -702,19 +704,44 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         watch = Watch()
         return _Given(value, version, elements, watch if watch.add(elements) else None)
 
-    def _hand_out(self, branch: str, commit: Commit, values: dict[str, Any], stored: dict[str, Any]) -> None:
+    def _unchanged(self, branch: str, commit: Commit) -> dict[str, _Given]:
+        """The list channels of ``commit`` that ``get_tuple`` hands out without reading
+        them: those the branch's working copy holds at ``commit`` (the last put, or the
+        last hand-out before it), whose elements are all proven unchanged since (their
+        ``Watch``). Each is a new list of those same elements, which equal what was stored.
+
+        The elements themselves are not copied: a value handed out twice is the same
+        object in both answers (as the checkpoints of one ``list`` share their unchanged
+        values). Changed in place, it is never handed out again: the next ``get_tuple``
+        finds its watch broken and builds that channel from what was stored."""
+        work = self._working.get(branch)
+        if work is None or work.state.base != commit.id:
+            return {}
+        versions = commit.metadata[KEY].get("channel_versions") or {}
+        again: dict[str, _Given] = {}
+        for channel, given in work.given.items():
+            if (given.elements is not None and given.watch is not None and given.version is not None
+                    and versions.get(channel) == given.version and given.watch.same()):
+                again[channel] = _Given(list(given.elements), given.version, given.elements, given.watch)
+        return again
+
+    def _hand_out(self, branch: str, commit: Commit, values: dict[str, Any], stored: dict[str, Any],
+                  again: dict[str, _Given]) -> None:
         """Remember the values ``get_tuple`` returned for the branch's tip, ``commit``, so
         that the next put on it recognises the lists it gets back, grown by an add reducer,
         and stores only their new elements. Recorded: a list channel stored as a list (the
         working copy holds it as stored), with what its elements hold (``Watch``: an
-        element changed in place before that put is stored again), and a scalar channel."""
+        element changed in place before that put is stored again; a list handed out
+        again, ``again``, keeps the watch it had), and a scalar channel."""
         versions = commit.metadata[KEY].get("channel_versions") or {}
         given: dict[str, _Given] = {}
         for channel, value in values.items():
             version = versions.get(channel)
             if version is None or stored.get(channel) is not value:  # a serialized value, unwrapped
                 continue
-            if type(value) is list:
+            if channel in again and again[channel].value is value:
+                given[channel] = again[channel]
+            elif type(value) is list:
                 watch = Watch()
                 if watch.add(value):
                     given[channel] = _Given(value, version, tuple(value), watch)
@@ -862,14 +889,16 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
     # -- internals: reading ---------------------------------------------------------------
 
     def _tuple(self, reader: Reader, thread_id: str, namespace: str, commit: Commit,
-               writes_tree: ObjectId | None, stored: dict[str, Any] | None = None) -> CheckpointTuple:
+               writes_tree: ObjectId | None, stored: dict[str, Any] | None = None,
+               known: dict[str, Any] | None = None) -> CheckpointTuple:
         """The checkpoint tuple of ``commit``; ``stored``, if given, gets the channel
-        values as stored (a serialized one not yet unwrapped)."""
+        values as stored (a serialized one not yet unwrapped); the channels of ``known``
+        are not read but take the values given there."""
         meta = orjson.loads(commit.metadata_json)
         section = meta.pop(KEY)
         checkpoint_id = section.pop("id")
         serde = self.serde
-        root = reader.root(commit.tree)
+        root = reader.root(commit.tree, known)
         if stored is not None:
             stored.update(root)
         values = {k: decode(v, serde) for k, v in root.items()}

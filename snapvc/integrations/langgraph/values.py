@@ -203,10 +203,13 @@ class Reader:
 
     # -- values -------------------------------------------------------------------------
 
-    def root(self, oid: bytes) -> dict[str, Any]:
+    def root(self, oid: bytes, known: dict[str, Any] | None = None) -> dict[str, Any]:
         """A commit's state as a fresh dict (its values built as ``value`` builds them,
-        messages stored as plain dicts revived, see ``to_stored``)."""
-        return dict(self._map_items(self.node(oid), from_stored))
+        messages stored as plain dicts revived, see ``to_stored``). The channels of
+        ``known`` are not read: their values are the ones given there."""
+        if not known:
+            return dict(self._map_items(self.node(oid), from_stored))
+        return dict(self._map_items(self.node(oid), from_stored, known))
 
     def value(self, oid: bytes) -> Any:
         built = self._built.get(oid, MISSING)
@@ -259,16 +262,20 @@ class Reader:
             oid = node.entries[key]
         return self.value(oid)
 
-    def _map_items(self, node: StoredNode, inline: Any = None) -> list[tuple[str, Any]]:
-        """The entries of a MAP node; ``inline`` (if given) applied to the values stored in it."""
+    def _map_items(self, node: StoredNode, inline: Any = None, known: dict[str, Any] | None = None) -> list[tuple[str, Any]]:
+        """The entries of a MAP node; ``inline`` (if given) applied to the values stored in
+        it; the keys of ``known`` (if given) not read but taken from it."""
         if node.is_leaf:
             refs = node.refs
+            if known:
+                return [(k, known[k] if k in known else self.value(v) if k in refs else inline(v))
+                        for k, v in node.entries.items()]
             if inline is None:
                 return [(k, self.value(v) if k in refs else v) for k, v in node.entries.items()]
             return [(k, self.value(v) if k in refs else inline(v)) for k, v in node.entries.items()]
         items: list[tuple[str, Any]] = []
         for child in node.children:
-            items += self._map_items(self.node(child), inline)
+            items += self._map_items(self.node(child), inline, known)
         return items
 
     def _seq_flat(self, node: StoredNode) -> list[Any]:
