@@ -235,7 +235,7 @@ def _automatic_adapter(cls: type) -> TypeAdapter | None:
             if plain and values.keys() == every_field:
                 # What model_construct makes of every field given by name, without its
                 # per-field search for aliases and defaults.
-                obj = cls.__new__(cls)
+                obj = object.__new__(cls)
                 object.__setattr__(obj, "__dict__", {n: values[n] for n in names})
                 object.__setattr__(obj, "__pydantic_extra__", dict(no_extra) if no_extra is not None else None)
                 object.__setattr__(obj, "__pydantic_private__", None)
