@@ -235,7 +235,7 @@ def _automatic_adapter(cls: type) -> TypeAdapter | None:
             if plain and values.keys() == every_field:
                 # What model_construct makes of every field given by name, without its
                 # per-field search for aliases and defaults.
-                obj = object.__new__(cls)
+                obj: Any = object.__new__(cls)
                 object.__setattr__(obj, "__dict__", {n: values[n] for n in names})
                 object.__setattr__(obj, "__pydantic_extra__", dict(no_extra) if no_extra is not None else None)
                 object.__setattr__(obj, "__pydantic_private__", None)
@@ -255,9 +255,10 @@ def _automatic_adapter(cls: type) -> TypeAdapter | None:
 def _constructed_plainly(cls: type) -> bool:
     """Whether pydantic's ``model_construct`` of ``cls``, given every field by name, only
     sets them: no field has an alias, no post-init hook (private attributes with defaults
-    add one) runs, and it is not a root model."""
+    add one) runs, it is not a root model, and it makes its instances as ``object`` does."""
     fields = cls.model_fields.values()  # type: ignore[attr-defined]
-    return (getattr(cls, "__pydantic_post_init__", None) is None and not getattr(cls, "__pydantic_root_model__", False)
+    return (getattr(cls, "__new__", None) is object.__new__ and getattr(cls, "__pydantic_post_init__", None) is None
+            and not getattr(cls, "__pydantic_root_model__", False)
             and all(f.alias is None and f.validation_alias is None for f in fields))
 
 
