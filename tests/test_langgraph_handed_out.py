@@ -164,7 +164,7 @@ def _messages(saver: SnapvcSaver, config: Any = CONFIG) -> list[Any]:
     return saver.get_tuple(config).checkpoint["channel_values"]["messages"]
 
 
-def test_the_tip_just_put_is_handed_out_without_rebuilding_its_messages(tmp_path: Path) -> None:
+def test_the_tip_just_put_is_handed_out_as_copies_of_what_was_put_not_rebuilt(tmp_path: Path) -> None:
     with SnapvcSaver(tmp_path / "again.snapvc") as saver:
         graph = _react(saver)
         for turn in range(3):
@@ -172,15 +172,26 @@ def test_the_tip_just_put_is_handed_out_without_rebuilding_its_messages(tmp_path
         held = graph.invoke({"messages": [HumanMessage("question 3", id="human-3")]}, CONFIG,
                             durability="sync")["messages"]
         first, second = _messages(saver), _messages(saver)
-        # The objects the last put got, unchanged since: handed out as they are, in new lists.
-        assert first is not held and second is not first
-        assert all(a is b for a, b in zip(first, held)) and len(first) == len(held) == 16
-        assert all(a is b for a, b in zip(second, held))
+        assert first == second == held and len(held) == 16
+        for a, b, put in zip(first, second, held):
+            # Copies of the objects the last put got: their text is those very str objects
+            # (a message built from the stored objects has its text decoded anew) ...
+            assert a.content is b.content is put.content and a.id is put.id
+            # ... and every object that can change in place is a fresh one in each answer.
+            assert a is not put and b is not a and a.__dict__ is not put.__dict__
+            assert a.additional_kwargs is not put.additional_kwargs and a.additional_kwargs is not b.additional_kwargs
+        asked = [(a, b, put) for a, b, put in zip(first, second, held) if isinstance(put, AIMessage) and put.tool_calls]
+        assert asked and all(a.tool_calls[0]["args"] is not put.tool_calls[0]["args"] is not b.tool_calls[0]["args"]
+                             for a, b, put in asked)
+        first[1].tool_calls[0]["args"]["options"]["top"] = 99  # what a caller does to its answer
+        assert held[1].tool_calls[0]["args"]["options"]["top"] == second[1].tool_calls[0]["args"]["options"]["top"] == 1
         older = list(saver.list(CONFIG))[2]  # not the working copy's commit: built from what was stored
-        assert not any(a is b for a, b in zip(_messages(saver, older.config), held))
-        _turn(graph, 4)  # the next put recognises them and stores only what was added
+        assert not any(a.content is b.content for a, b in zip(_messages(saver, older.config), held))
+        _turn(graph, 4)  # the next put recognises the copies and stores only what was added
     with SnapvcSaver(tmp_path / "again.snapvc") as reopened:
-        assert _messages(reopened) == [*held, *_messages(reopened)[16:]] and len(_messages(reopened)) == 20
+        stored = _messages(reopened)
+        assert stored[:16] == held and len(stored) == 20
+    assert _stored(tmp_path / "again.snapvc", _react) == _in_memory(_react, 5)
 
 
 def test_a_message_changed_in_place_after_its_put_is_read_from_what_was_stored(tmp_path: Path) -> None:

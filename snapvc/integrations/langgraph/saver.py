@@ -81,6 +81,7 @@ from snapvc.integrations.langgraph.values import (
     Reader,
     Watch,
     decode,
+    fresh_copies,
     from_stored,
     is_serialized,
     path_steps,
@@ -708,21 +709,25 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         """The list channels of ``commit`` that ``get_tuple`` hands out without reading
         them: those the branch's working copy holds at ``commit`` (the last put, or the
         last hand-out before it), whose elements are all proven unchanged since (their
-        ``Watch``). Each is a new list of those same elements, which equal what was stored.
-
-        The elements themselves are not copied: a value handed out twice is the same
-        object in both answers (as the checkpoints of one ``list`` share their unchanged
-        values). Changed in place, it is never handed out again: the next ``get_tuple``
-        finds its watch broken and builds that channel from what was stored."""
+        ``Watch``), so that they equal what was stored. Each is handed out as fresh
+        copies of those elements (``values.fresh_copies``), as if built from the stored
+        objects: what a caller or a node changes in place in what it was handed changes
+        neither the objects LangGraph put nor another answer. The copies are watched in
+        turn, for the next put to recognise them."""
         work = self._working.get(branch)
         if work is None or work.state.base != commit.id:
             return {}
         versions = commit.metadata[KEY].get("channel_versions") or {}
         again: dict[str, _Given] = {}
         for channel, given in work.given.items():
-            if (given.elements is not None and given.watch is not None and given.version is not None
-                    and versions.get(channel) == given.version and given.watch.same()):
-                again[channel] = _Given(list(given.elements), given.version, given.elements, given.watch)
+            if (given.elements is None or given.watch is None or given.version is None
+                    or versions.get(channel) != given.version or not given.watch.same()):
+                continue
+            copies = fresh_copies(given.elements)
+            if copies is None:
+                continue
+            watch = Watch()
+            again[channel] = _Given(copies, given.version, tuple(copies), watch if watch.add(copies) else None)
         return again
 
     def _hand_out(self, branch: str, commit: Commit, values: dict[str, Any], stored: dict[str, Any],
@@ -731,8 +736,8 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         that the next put on it recognises the lists it gets back, grown by an add reducer,
         and stores only their new elements. Recorded: a list channel stored as a list (the
         working copy holds it as stored), with what its elements hold (``Watch``: an
-        element changed in place before that put is stored again; a list handed out
-        again, ``again``, keeps the watch it had), and a scalar channel."""
+        element changed in place before that put is stored again; a list copied from
+        the working copy, ``again``, was watched as it was copied), and a scalar channel."""
         versions = commit.metadata[KEY].get("channel_versions") or {}
         given: dict[str, _Given] = {}
         for channel, value in values.items():
@@ -740,7 +745,8 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
             if version is None or stored.get(channel) is not value:  # a serialized value, unwrapped
                 continue
             if channel in again and again[channel].value is value:
-                given[channel] = again[channel]
+                if again[channel].watch is not None:
+                    given[channel] = again[channel]
             elif type(value) is list:
                 watch = Watch()
                 if watch.add(value):
