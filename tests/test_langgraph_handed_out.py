@@ -20,7 +20,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from snapvc.integrations.langgraph import SnapvcSaver
-from snapvc.integrations.langgraph.values import Watch
+from snapvc.integrations.langgraph.values import Watch, fresh_copies
 
 CONFIG = {"configurable": {"thread_id": "t"}}
 
@@ -324,3 +324,24 @@ def test_a_watch_refuses_what_it_cannot_prove_unchanged() -> None:
 
     assert not Watch().add([{"held": Opaque()}])
     assert Watch().add([1, "two", None, b"three", (4.0,)])
+
+
+def test_fresh_copies_share_only_what_cannot_change_in_place() -> None:
+    call = {"name": "search", "args": {"query": "q", "options": {"top": 1}}, "id": "c"}
+    values = [AIMessage("ask", tool_calls=[call], id="a", additional_kwargs={"k": [1, {"deep": "x"}]}),
+              {"plain": ["dict", {"deep": 1}]}, ("a", "tuple", ["with", "a", "list"]), "text", 3]
+    copies = fresh_copies(values)
+    assert copies == values and [type(c) for c in copies] == [type(v) for v in values]
+    message, copied = values[0], copies[0]
+    assert copied.model_fields_set == message.model_fields_set and copied.content is message.content
+    mutable = [lambda v: v[0], lambda v: v[0].__dict__, lambda v: v[0].tool_calls, lambda v: v[0].tool_calls[0]["args"],
+               lambda v: v[0].additional_kwargs["k"][1], lambda v: v[1]["plain"][1], lambda v: v[2][2],
+               lambda v: v[0].__pydantic_fields_set__]
+    assert all(part(copies) is not part(values) for part in mutable)
+    assert copies[3] is values[3] and copies[2][0] is values[2][0]
+
+    class Opaque:
+        pass
+
+    assert fresh_copies([{"held": Opaque()}]) is None  # only what is known is copied
+    assert fresh_copies([Watch()]) is None

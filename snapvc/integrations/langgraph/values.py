@@ -158,7 +158,7 @@ def fresh_copies(values: Iterable[Any]) -> list[Any] | None:
     message with private attributes): only a copy of what is known is made here.
 
     A copy of values proven to hold what was stored (``Watch``) equals what would be
-    built from the stored objects, at the cost of allocating its containers (about 6 µs
+    built from the stored objects, at the cost of allocating its containers (about 4 µs
     a message, against about 15 µs to build one from its stored fields)."""
     out = [_copy(v) for v in values]
     return None if any(c is _CANNOT for c in out) else out
@@ -166,23 +166,23 @@ def fresh_copies(values: Iterable[Any]) -> list[Any] | None:
 
 def _copy(value: Any) -> Any:
     t = type(value)
-    if t in IMMUTABLE_TYPES:
-        return value
     if t is dict:
-        copied = {}
+        copied = value.copy()  # in one C call; then what can change in place is replaced by its copy
         for k, v in value.items():
-            c = v if type(v) in IMMUTABLE_TYPES else _copy(v)
-            if c is _CANNOT:
-                return _CANNOT
-            copied[k] = c
+            if type(v) not in IMMUTABLE_TYPES:
+                c = _copy(v)
+                if c is _CANNOT:
+                    return _CANNOT
+                copied[k] = c
         return copied
     if t is list or t is tuple:
-        items = []
-        for v in value:
-            c = v if type(v) in IMMUTABLE_TYPES else _copy(v)
-            if c is _CANNOT:
-                return _CANNOT
-            items.append(c)
+        items = list(value)
+        for i, v in enumerate(value):
+            if type(v) not in IMMUTABLE_TYPES:
+                c = _copy(v)
+                if c is _CANNOT:
+                    return _CANNOT
+                items[i] = c
         return items if t is list else tuple(items)
     if t in _MESSAGE_TYPES and value.__pydantic_private__ is None:
         fields = _copy(value.__dict__)
@@ -196,7 +196,7 @@ def _copy(value: Any) -> Any:
         _set_attribute(message, "__pydantic_extra__", extra)
         _set_attribute(message, "__pydantic_private__", None)
         return message
-    return _CANNOT
+    return value if t in IMMUTABLE_TYPES else _CANNOT
 
 
 class Watch:
