@@ -19,7 +19,7 @@ Parts, each in a process of its own, the same turns on each saver:
 - ``memory``: LangGraph's ``InMemorySaver``;
 - ``sqlite``: LangGraph's ``SqliteSaver`` on a new SQLite file.
 
-Each part times every turn (``invoke``) and every ``put``, then ``graph.get_state`` and
+Each part times every turn (``invoke``, wall and CPU time) and every ``put``, then ``graph.get_state`` and
 the first item of the saver's own ``list`` (medians of ``Scale.repeats``), the first item
 of ``graph.get_state_history`` and the full ``list(graph.get_state_history(config))``
 (once each: LangGraph reads the saver's whole list before yielding a first item, and a
@@ -217,6 +217,7 @@ class ReactFigures:
     turns: int
     checkpoints: int
     turn_times: list[float]  # each turn's invoke
+    turn_cpu: list[float]  # each turn's invoke, CPU time of the process
     put_times: list[float]  # each put
     get_state_s: float
     history_s: float  # the whole list(graph.get_state_history(config)), once
@@ -234,6 +235,12 @@ class ReactFigures:
 
     def last_turns_s(self) -> float:
         return statistics.median(self.turn_times[-self.window() :])
+
+    def first_cpu_s(self) -> float:
+        return statistics.median(self.turn_cpu[: self.window()])
+
+    def last_cpu_s(self) -> float:
+        return statistics.median(self.turn_cpu[-self.window() :])
 
     def put_last_s(self) -> float:
         """The median put of the last window's turns."""
@@ -287,11 +294,13 @@ def _run(part: str, scale: Scale, seed: int, folder: Path, say: Callable[[str], 
     graph = build_agent(script, saver)
     config = {"configurable": {"thread_id": THREAD}}
     turn_times = []
+    turn_cpu = []
     say(f"  {name}: {turns} turns")
     for t in range(turns):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         graph.invoke({"messages": [script.human(t)]}, config, durability="sync")
         turn_times.append(time.perf_counter() - t0)
+        turn_cpu.append(time.process_time() - c0)
         if (t + 1) % max(1, turns // 6) == 0:
             say(f"  {name}: turn {t + 1}/{turns}, {duration(turn_times[-1])}")
     checks: list[str] = []
@@ -335,7 +344,7 @@ def _run(part: str, scale: Scale, seed: int, folder: Path, say: Callable[[str], 
     else:
         stored = sum(memory_saver_bytes(saver))
     say(f"  {name}: {size(stored)}, get_state {duration(get_state_s)}, history {duration(history_s)}")
-    result = ReactFigures(name, turns, len(history), turn_times, saver.put_times, get_state_s, history_s,
+    result = ReactFigures(name, turns, len(history), turn_times, turn_cpu, saver.put_times, get_state_s, history_s,
                           history_first_s, list_first_s, stored, digest, checks)  # fmt: skip
     if part == "snapvc":
         assert figures is not None
@@ -382,6 +391,11 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
                      ratio(ours.get_state_s, other.get_state_s), ratio(ours.list_first_s, other.list_first_s),
                      ratio(ours.history_first_s, other.history_first_s),
                      ratio(ours.history_s, other.history_s), ratio(ours.stored_bytes, other.stored_bytes)])  # fmt: skip
+    cpu_rows = [[s.name, duration(s.first_cpu_s()), duration(s.last_cpu_s()), f"{s.last_cpu_s() / s.first_cpu_s():.2f}x"]
+                for s in savers]  # fmt: skip
+    for other in savers[1:]:
+        cpu_rows.append([f"SnapvcSaver / {other.name}", ratio(ours.first_cpu_s(), other.first_cpu_s()),
+                         ratio(ours.last_cpu_s(), other.last_cpu_s()), ""])  # fmt: skip
     turns = ours.turns
     return Section(
         name=NAME,
@@ -403,6 +417,12 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
                 "the saver a new message list at every checkpoint, holding the same message objects as",
                 "the last one plus the new ones. InMemorySaver's stored bytes are its serialized blobs",
                 "and checkpoints.",
+            ]),
+            Table(["saver", f"turn CPU, median of first {w}", f"turn CPU, median of last {w}", "last / first"], cpu_rows,
+                  f"CPU time of the process per turn, {turns} turns"),
+            "\n".join([
+                "The same turns in CPU time (`time.process_time`, every thread of the process): what",
+                "the machine's other work adds to the wall times above does not count here.",
             ]),
         ],
         checks=checks,

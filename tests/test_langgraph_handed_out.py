@@ -20,7 +20,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from snapvc.integrations.langgraph import SnapvcSaver
-from snapvc.integrations.langgraph.values import Watch
+from snapvc.integrations.langgraph.values import Watch, fresh_copies
 
 CONFIG = {"configurable": {"thread_id": "t"}}
 
@@ -157,6 +157,59 @@ def test_a_message_replaced_after_a_get_tuple_is_stored(tmp_path: Path) -> None:
     assert stored[0][1]["messages"][0].content == "question 0, replaced in turn 3"
 
 
+# --- what get_tuple hands out again -------------------------------------------------------
+
+
+def _messages(saver: SnapvcSaver, config: Any = CONFIG) -> list[Any]:
+    return saver.get_tuple(config).checkpoint["channel_values"]["messages"]
+
+
+def test_the_tip_just_put_is_handed_out_as_copies_of_what_was_put_not_rebuilt(tmp_path: Path) -> None:
+    with SnapvcSaver(tmp_path / "again.snapvc") as saver:
+        graph = _react(saver)
+        for turn in range(3):
+            _turn(graph, turn)
+        held = graph.invoke({"messages": [HumanMessage("question 3", id="human-3")]}, CONFIG,
+                            durability="sync")["messages"]
+        first, second = _messages(saver), _messages(saver)
+        assert first == second == held and len(held) == 16
+        for a, b, put in zip(first, second, held):
+            # Copies of the objects the last put got: their text is those very str objects
+            # (a message built from the stored objects has its text decoded anew) ...
+            assert a.content is b.content is put.content and a.id is put.id
+            # ... and every object that can change in place is a fresh one in each answer.
+            assert a is not put and b is not a and a.__dict__ is not put.__dict__
+            assert a.additional_kwargs is not put.additional_kwargs and a.additional_kwargs is not b.additional_kwargs
+        asked = [(a, b, put) for a, b, put in zip(first, second, held) if isinstance(put, AIMessage) and put.tool_calls]
+        assert asked and all(a.tool_calls[0]["args"] is not put.tool_calls[0]["args"] is not b.tool_calls[0]["args"]
+                             for a, b, put in asked)
+        first[1].tool_calls[0]["args"]["options"]["top"] = 99  # what a caller does to its answer
+        assert held[1].tool_calls[0]["args"]["options"]["top"] == second[1].tool_calls[0]["args"]["options"]["top"] == 1
+        older = list(saver.list(CONFIG))[2]  # not the working copy's commit: built from what was stored
+        assert not any(a.content is b.content for a, b in zip(_messages(saver, older.config), held))
+        _turn(graph, 4)  # the next put recognises the copies and stores only what was added
+    with SnapvcSaver(tmp_path / "again.snapvc") as reopened:
+        stored = _messages(reopened)
+        assert stored[:16] == held and len(stored) == 20
+    assert _stored(tmp_path / "again.snapvc", _react) == _in_memory(_react, 5)
+
+
+def test_a_message_changed_in_place_after_its_put_is_read_from_what_was_stored(tmp_path: Path) -> None:
+    with SnapvcSaver(tmp_path / "changed.snapvc") as saver:
+        graph = _react(saver)
+        held = graph.invoke({"messages": [HumanMessage("question 0", id="human-0")]}, CONFIG,
+                            durability="sync")["messages"]
+        held[1].tool_calls[0]["args"]["options"]["top"] = 99  # the caller changes what the run returned
+        held[0].content = "changed by the caller"
+        handed = _messages(saver)
+        assert not any(a is b for a, b in zip(handed, held))
+        assert handed[0].content == "question 0" and handed[1].tool_calls[0]["args"]["options"]["top"] == 1
+        assert _messages(saver)[0] is not held[0]  # and never after
+        _turn(graph, 1)
+    expected = _in_memory(_react, 2)
+    assert _stored(tmp_path / "changed.snapvc", _react) == expected
+
+
 # --- another writer between the get_tuple and the put ------------------------------------
 
 
@@ -271,3 +324,24 @@ def test_a_watch_refuses_what_it_cannot_prove_unchanged() -> None:
 
     assert not Watch().add([{"held": Opaque()}])
     assert Watch().add([1, "two", None, b"three", (4.0,)])
+
+
+def test_fresh_copies_share_only_what_cannot_change_in_place() -> None:
+    call = {"name": "search", "args": {"query": "q", "options": {"top": 1}}, "id": "c"}
+    values = [AIMessage("ask", tool_calls=[call], id="a", additional_kwargs={"k": [1, {"deep": "x"}]}),
+              {"plain": ["dict", {"deep": 1}]}, ("a", "tuple", ["with", "a", "list"]), "text", 3]
+    copies = fresh_copies(values)
+    assert copies == values and [type(c) for c in copies] == [type(v) for v in values]
+    message, copied = values[0], copies[0]
+    assert copied.model_fields_set == message.model_fields_set and copied.content is message.content
+    mutable = [lambda v: v[0], lambda v: v[0].__dict__, lambda v: v[0].tool_calls, lambda v: v[0].tool_calls[0]["args"],
+               lambda v: v[0].additional_kwargs["k"][1], lambda v: v[1]["plain"][1], lambda v: v[2][2],
+               lambda v: v[0].__pydantic_fields_set__]
+    assert all(part(copies) is not part(values) for part in mutable)
+    assert copies[3] is values[3] and copies[2][0] is values[2][0]
+
+    class Opaque:
+        pass
+
+    assert fresh_copies([{"held": Opaque()}]) is None  # only what is known is copied
+    assert fresh_copies([Watch()]) is None

@@ -386,6 +386,39 @@ def test_pydantic_model_keeps_its_private_attributes(round_trip: RoundTrip) -> N
     assert back == model
 
 
+class Aliased(pydantic.BaseModel):
+    name: str = pydantic.Field(alias="title")
+
+
+def test_a_pydantic_model_with_every_field_stored_is_rebuilt_as_model_construct_makes_it(
+        round_trip: RoundTrip, monkeypatch: pytest.MonkeyPatch) -> None:
+    models = [Message(role="user", content="hi"), Loose(name="n", score=3), Loose(name="n"),
+              Message(role="tool", content="x", tokens=3, attachment=b"a")]
+    built: Counter[str] = Counter()
+    real = pydantic.BaseModel.model_construct.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[pydantic.BaseModel], *args: Any, **kwargs: Any) -> Any:
+        built[cls.__name__] += 1
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(pydantic.BaseModel, "model_construct", classmethod(counted))
+    back = round_trip({"m": models, "private": WithPrivate(name="p"), "aliased": Aliased(title="t")})
+    # Every field given by name: set directly, as model_construct sets them (its search for
+    # aliases, defaults and post-init hooks finds nothing to do).
+    for model, again in zip(models, back["m"]):
+        made = real(type(model), **dict(model))
+        object.__setattr__(made, "__pydantic_fields_set__", set(model.model_fields_set))
+        if model.model_extra:
+            object.__setattr__(made, "__pydantic_extra__", dict(model.model_extra))
+        assert type(again) is type(model) and again == model == made
+        assert list(again.__dict__) == list(made.__dict__) and again.__pydantic_extra__ == made.__pydantic_extra__
+        assert again.__pydantic_private__ is made.__pydantic_private__ is None
+        assert again.model_fields_set == model.model_fields_set
+    # A private attribute (a post-init hook) or an alias: model_construct itself.
+    assert back["private"] == WithPrivate(name="p") and back["aliased"] == Aliased(title="t")
+    assert built == {"WithPrivate": 1, "Aliased": 1}
+
+
 def test_everything_together(round_trip: RoundTrip) -> None:
     state = {
         "messages": [

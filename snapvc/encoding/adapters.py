@@ -224,11 +224,23 @@ def _automatic_adapter(cls: type) -> TypeAdapter | None:
                 fields[_PYDANTIC_PRIVATE] = dict(obj.__pydantic_private__)
             return fields
 
+        every_field = frozenset(names)
+        plain = _constructed_plainly(cls)
+        no_extra: Any = {} if cls.model_config.get("extra") == "allow" else None  # type: ignore[attr-defined]
+
         def pd_from(values: dict[str, Any]) -> Any:
             fields_set = values.pop(_PYDANTIC_FIELDS_SET, None)
             extra = values.pop(_PYDANTIC_EXTRA, None)
             private = values.pop(_PYDANTIC_PRIVATE, None)
-            obj = cls.model_construct(**values)  # type: ignore[attr-defined]
+            if plain and values.keys() == every_field:
+                # What model_construct makes of every field given by name, without its
+                # per-field search for aliases and defaults.
+                obj: Any = object.__new__(cls)
+                object.__setattr__(obj, "__dict__", {n: values[n] for n in names})
+                object.__setattr__(obj, "__pydantic_extra__", dict(no_extra) if no_extra is not None else None)
+                object.__setattr__(obj, "__pydantic_private__", None)
+            else:
+                obj = cls.model_construct(**values)  # type: ignore[attr-defined]
             object.__setattr__(obj, "__pydantic_fields_set__", set(names) if fields_set is None else set(fields_set))
             if extra:
                 object.__setattr__(obj, "__pydantic_extra__", extra)
@@ -238,6 +250,16 @@ def _automatic_adapter(cls: type) -> TypeAdapter | None:
 
         return _adapter(_type_name(cls), cls, pd_to, pd_from, _plain_attributes(cls, names))
     return None
+
+
+def _constructed_plainly(cls: type) -> bool:
+    """Whether pydantic's ``model_construct`` of ``cls``, given every field by name, only
+    sets them: no field has an alias, no post-init hook (private attributes with defaults
+    add one) runs, it is not a root model, and it makes its instances as ``object`` does."""
+    fields = cls.model_fields.values()  # type: ignore[attr-defined]
+    return (getattr(cls, "__new__", None) is object.__new__ and getattr(cls, "__pydantic_post_init__", None) is None
+            and not getattr(cls, "__pydantic_root_model__", False)
+            and all(f.alias is None and f.validation_alias is None for f in fields))
 
 
 def _plain_attributes(cls: type, names: tuple[str, ...]) -> bool:

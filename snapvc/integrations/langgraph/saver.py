@@ -81,6 +81,7 @@ from snapvc.integrations.langgraph.values import (
     Reader,
     Watch,
     decode,
+    fresh_copies,
     from_stored,
     is_serialized,
     path_steps,
@@ -244,9 +245,11 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 return None
             reader = Reader(self.repo.loader)
             stored: dict[str, Any] = {}
-            found = self._tuple(reader, thread_id, namespace, commit, self._writes_tree(branch), stored)
+            again = self._unchanged(branch, commit)
+            found = self._tuple(reader, thread_id, namespace, commit, self._writes_tree(branch), stored,
+                                {channel: given.value for channel, given in again.items()})
             if commit.id == self.repo.refs.get(HEADS + branch):
-                self._hand_out(branch, commit, found.checkpoint["channel_values"], stored)
+                self._hand_out(branch, commit, found.checkpoint["channel_values"], stored, again)
             return found
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
@@ -702,19 +705,49 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         watch = Watch()
         return _Given(value, version, elements, watch if watch.add(elements) else None)
 
-    def _hand_out(self, branch: str, commit: Commit, values: dict[str, Any], stored: dict[str, Any]) -> None:
+    def _unchanged(self, branch: str, commit: Commit) -> dict[str, _Given]:
+        """The list channels of ``commit`` that ``get_tuple`` hands out without reading
+        them: those the branch's working copy holds at ``commit`` (the last put, or the
+        last hand-out before it), whose elements are all proven unchanged since (their
+        ``Watch``), so that they equal what was stored. Each is handed out as fresh
+        copies of those elements (``values.fresh_copies``), as if built from the stored
+        objects: what a caller or a node changes in place in what it was handed changes
+        neither the objects LangGraph put nor another answer. The copies are watched in
+        turn, for the next put to recognise them."""
+        work = self._working.get(branch)
+        if work is None or work.state.base != commit.id:
+            return {}
+        versions = commit.metadata[KEY].get("channel_versions") or {}
+        again: dict[str, _Given] = {}
+        for channel, given in work.given.items():
+            if (given.elements is None or given.watch is None or given.version is None
+                    or versions.get(channel) != given.version or not given.watch.same()):
+                continue
+            copies = fresh_copies(given.elements)
+            if copies is None:
+                continue
+            watch = Watch()
+            again[channel] = _Given(copies, given.version, tuple(copies), watch if watch.add(copies) else None)
+        return again
+
+    def _hand_out(self, branch: str, commit: Commit, values: dict[str, Any], stored: dict[str, Any],
+                  again: dict[str, _Given]) -> None:
         """Remember the values ``get_tuple`` returned for the branch's tip, ``commit``, so
         that the next put on it recognises the lists it gets back, grown by an add reducer,
         and stores only their new elements. Recorded: a list channel stored as a list (the
         working copy holds it as stored), with what its elements hold (``Watch``: an
-        element changed in place before that put is stored again), and a scalar channel."""
+        element changed in place before that put is stored again; a list copied from
+        the working copy, ``again``, was watched as it was copied), and a scalar channel."""
         versions = commit.metadata[KEY].get("channel_versions") or {}
         given: dict[str, _Given] = {}
         for channel, value in values.items():
             version = versions.get(channel)
             if version is None or stored.get(channel) is not value:  # a serialized value, unwrapped
                 continue
-            if type(value) is list:
+            if channel in again and again[channel].value is value:
+                if again[channel].watch is not None:
+                    given[channel] = again[channel]
+            elif type(value) is list:
                 watch = Watch()
                 if watch.add(value):
                     given[channel] = _Given(value, version, tuple(value), watch)
@@ -862,14 +895,16 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
     # -- internals: reading ---------------------------------------------------------------
 
     def _tuple(self, reader: Reader, thread_id: str, namespace: str, commit: Commit,
-               writes_tree: ObjectId | None, stored: dict[str, Any] | None = None) -> CheckpointTuple:
+               writes_tree: ObjectId | None, stored: dict[str, Any] | None = None,
+               known: dict[str, Any] | None = None) -> CheckpointTuple:
         """The checkpoint tuple of ``commit``; ``stored``, if given, gets the channel
-        values as stored (a serialized one not yet unwrapped)."""
+        values as stored (a serialized one not yet unwrapped); the channels of ``known``
+        are not read but take the values given there."""
         meta = orjson.loads(commit.metadata_json)
         section = meta.pop(KEY)
         checkpoint_id = section.pop("id")
         serde = self.serde
-        root = reader.root(commit.tree)
+        root = reader.root(commit.tree, known)
         if stored is not None:
             stored.update(root)
         values = {k: decode(v, serde) for k, v in root.items()}

@@ -37,7 +37,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from snapvc.encoding.adapters import TypeAdapter, adapter_for_name, adapter_for_value, register_type
 from snapvc.encoding.jsonable import SCALAR_TYPES
-from snapvc.encoding.cache import DeepSnapshot
+from snapvc.encoding.cache import IMMUTABLE_TYPES, DeepSnapshot
 from snapvc.encoding.nodes import StoredNode, read_node
 from snapvc.encoding.reader import Loader
 from snapvc.errors import CorruptObjectError, UnsupportedValueError
@@ -45,7 +45,7 @@ from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
 
 __all__ = ["MISSING", "SERIALIZED", "MESSAGE", "Reader", "Watch", "path_steps", "decode", "storable_type", "wrap",
-           "is_serialized",
+           "is_serialized", "fresh_copies",
            "to_stored", "stored_elements", "from_stored"]
 
 MISSING: Any = object()  # what ``Reader.lookup_path`` returns for an absent key
@@ -146,6 +146,59 @@ def path_steps(error: UnsupportedValueError) -> tuple[Any, ...]:
     return tuple(reversed(steps))
 
 
+_CANNOT: Any = object()  # what ``_copy`` returns for a value it does not copy
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+
+
+def fresh_copies(values: Iterable[Any]) -> list[Any] | None:
+    """Deep copies of ``values``: every dict, list and tuple below them, and every LangChain
+    message, is a new object; what cannot change in place (str, numbers, bytes ...) is
+    shared. None if one holds anything else (a typed value other than a message, a
+    message with private attributes): only a copy of what is known is made here.
+
+    A copy of values proven to hold what was stored (``Watch``) equals what would be
+    built from the stored objects, at the cost of allocating its containers (about 4 µs
+    a message, against about 15 µs to build one from its stored fields)."""
+    out = [_copy(v) for v in values]
+    return None if any(c is _CANNOT for c in out) else out
+
+
+def _copy(value: Any) -> Any:
+    t = type(value)
+    if t is dict:
+        copied = value.copy()  # in one C call; then what can change in place is replaced by its copy
+        for k, v in value.items():
+            if type(v) not in IMMUTABLE_TYPES:
+                c = _copy(v)
+                if c is _CANNOT:
+                    return _CANNOT
+                copied[k] = c
+        return copied
+    if t is list or t is tuple:
+        items = list(value)
+        for i, v in enumerate(value):
+            if type(v) not in IMMUTABLE_TYPES:
+                c = _copy(v)
+                if c is _CANNOT:
+                    return _CANNOT
+                items[i] = c
+        return items if t is list else tuple(items)
+    if t in _MESSAGE_TYPES and value.__pydantic_private__ is None:
+        fields = _copy(value.__dict__)
+        extra = value.__pydantic_extra__
+        extra = _copy(extra) if extra is not None else None
+        if fields is _CANNOT or extra is _CANNOT:
+            return _CANNOT
+        message = _new_object(t)
+        _set_attribute(message, "__dict__", fields)
+        _set_attribute(message, "__pydantic_fields_set__", set(value.__pydantic_fields_set__))
+        _set_attribute(message, "__pydantic_extra__", extra)
+        _set_attribute(message, "__pydantic_private__", None)
+        return message
+    return value if t in IMMUTABLE_TYPES else _CANNOT
+
+
 class Watch:
     """What some values held when they were stored, by identity: tells, in a few C-speed
     passes, whether any of them was changed in place since.
@@ -203,10 +256,13 @@ class Reader:
 
     # -- values -------------------------------------------------------------------------
 
-    def root(self, oid: bytes) -> dict[str, Any]:
+    def root(self, oid: bytes, known: dict[str, Any] | None = None) -> dict[str, Any]:
         """A commit's state as a fresh dict (its values built as ``value`` builds them,
-        messages stored as plain dicts revived, see ``to_stored``)."""
-        return dict(self._map_items(self.node(oid), from_stored))
+        messages stored as plain dicts revived, see ``to_stored``). The channels of
+        ``known`` are not read: their values are the ones given there."""
+        if not known:
+            return dict(self._map_items(self.node(oid), from_stored))
+        return dict(self._map_items(self.node(oid), from_stored, known))
 
     def value(self, oid: bytes) -> Any:
         built = self._built.get(oid, MISSING)
@@ -259,16 +315,20 @@ class Reader:
             oid = node.entries[key]
         return self.value(oid)
 
-    def _map_items(self, node: StoredNode, inline: Any = None) -> list[tuple[str, Any]]:
-        """The entries of a MAP node; ``inline`` (if given) applied to the values stored in it."""
+    def _map_items(self, node: StoredNode, inline: Any = None, known: dict[str, Any] | None = None) -> list[tuple[str, Any]]:
+        """The entries of a MAP node; ``inline`` (if given) applied to the values stored in
+        it; the keys of ``known`` (if given) not read but taken from it."""
         if node.is_leaf:
             refs = node.refs
+            if known:
+                return [(k, known[k] if k in known else self.value(v) if k in refs else inline(v))
+                        for k, v in node.entries.items()]
             if inline is None:
                 return [(k, self.value(v) if k in refs else v) for k, v in node.entries.items()]
             return [(k, self.value(v) if k in refs else inline(v)) for k, v in node.entries.items()]
         items: list[tuple[str, Any]] = []
         for child in node.children:
-            items += self._map_items(self.node(child), inline)
+            items += self._map_items(self.node(child), inline, known)
         return items
 
     def _seq_flat(self, node: StoredNode) -> list[Any]:
