@@ -116,7 +116,7 @@ class RepositoryCore:
         self._closed = False
         self._commit_cache: dict[ObjectId, Commit] = {}  # commits are immutable
         self._verified_commits: set[ObjectId] = set()  # read from the index and found sound
-        self._versions = FieldVersions(self.loader, lambda oid: self.get_commit(oid, walking=True))
+        self._versions = FieldVersions(self.loader)
         # A damaged gc epoch or HEAD does not stop the opening (fsck must run): a commit
         # reads the epoch again and refuses, naming it; what reads HEAD names it too.
         try:
@@ -304,7 +304,7 @@ class RepositoryCore:
             self.loader.cache.clear()
             self._commit_cache.clear()
             self._verified_commits.clear()
-            self._versions = FieldVersions(self.loader, lambda oid: self.get_commit(oid, walking=True))
+            self._versions = FieldVersions(self.loader)
             self._gc_epoch = self.backend.gc_epoch()
 
     def _write_commit_once(self, state: Mapping[str, Any], ref: str | None, message: str,
@@ -688,7 +688,7 @@ class RepositoryCore:
         how many commits along its first-parent history added the key or changed its
         value (QitOS's ``state_versions``): ``{"scratchpad": 3, "step": 5}``. Reads the
         root maps of the history once; later calls reuse what earlier ones counted."""
-        return self._versions.at(self.get_commit(self.resolve(rev)))
+        return self._versions.at(self.get_commit(self.resolve(rev)), self._walk_commit)
 
     def _commit_to_read(self, oid: ObjectId) -> Commit:
         """A commit met walking history whose state is read next: fetched with its

@@ -1,0 +1,88 @@
+"""Memory with an owner: a closed repository frees what it holds without waiting for the
+cycle collector, and the caches it owns stay within their budgets in bytes."""
+
+from __future__ import annotations
+
+import gc
+import sqlite3
+import time
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import snapvc
+from snapvc.backends.sqlite import packs
+
+
+@contextmanager
+def no_cycle_collector() -> Iterator[None]:
+    """Only reference counting frees objects inside the block."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _use_everything(repo: snapvc.Repository, path: Path | None) -> list[weakref.ref[Any]]:
+    """Commit, check out, read lazily, walk the log and history, diff, count versions and
+    work through a ``State``; with ``path``, wait for the background sealer to seal once.
+    Weak references to what the repository owns."""
+    state: dict[str, Any] = {"step": 0, "messages": [], "notes": {}}
+    for i in range(8):
+        state["step"] = i
+        state["messages"].append({"role": "user", "content": f"message {i} " * 40})
+        state["notes"][f"n{i % 3}"] = f"note {i}"
+        repo.commit(state, message=f"step {i}")
+    loaded = repo.checkout("main")
+    loaded["step"] = 99
+    repo.commit(loaded, message="after a checkout")
+    assert repo.snapshot("main")["messages"][3]["content"].startswith("message 3")
+    assert len(list(repo.log("main", limit=5))) == 5
+    assert list(repo.history("main", "notes.n1", limit=2))
+    assert repo.diff("main~2", "main") and repo.diff("main", {"step": 1})
+    assert repo.versions("main")["messages"] == 8
+    work = repo.state("main")
+    work.set("notes.n9", "from the working copy")
+    work.snapshot(message="working copy")
+    repo.thread("run-1").save({"i": 1})
+    if path is not None:
+        store = repo.backend.objects
+        assert isinstance(store, packs.SqlitePackStore) and store._sealer is not None
+        deadline = time.monotonic() + 30
+        while _sealed(path) == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _sealed(path) > 0, "the background sealer did not seal"
+    return [weakref.ref(o) for o in (repo, repo.backend, repo.store, repo.loader, repo.loader.cache)]
+
+
+def _sealed(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("SELECT count(*) FROM packs WHERE state = ?", (packs.SEALED,)).fetchone()[0])
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("where", ["embedded", "memory"])
+def test_a_closed_and_dropped_repository_is_freed_without_the_cycle_collector(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """No reference cycle keeps a repository, its store, loader or caches: once closed
+    and dropped, reference counting alone frees them (a closed repository's caches are
+    not left to a full collection, which may not come for a long time)."""
+    monkeypatch.setattr(packs, "STREAM_BLOCKS", 2)  # streams end, so the sealer starts
+    path = tmp_path / "r.snapvc" if where == "embedded" else None
+    with no_cycle_collector():
+        repo = snapvc.open(path if path is not None else "memory://")
+        owned = _use_everything(repo, path)
+        repo.close()
+        del repo
+        alive = [r() for r in owned if r() is not None]
+        assert not alive, f"still alive after close, without gc.collect(): {alive}"
