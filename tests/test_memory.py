@@ -86,3 +86,14 @@ def test_a_closed_and_dropped_repository_is_freed_without_the_cycle_collector(
         del repo
         alive = [r() for r in owned if r() is not None]
         assert not alive, f"still alive after close, without gc.collect(): {alive}"
+
+
+def test_close_empties_the_caches_a_repository_owns(tmp_path: Path) -> None:
+    """A closed repository that something still refers to keeps none of what it cached:
+    read objects, encodings, commits."""
+    repo = snapvc.open(tmp_path / "r.snapvc")
+    _use_everything(repo, None)
+    assert repo.loader.cache.size > 0 and repo._encode_caches and repo._commit_cache
+    repo.close()
+    assert repo.loader.cache.size == 0
+    assert not repo._encode_caches and not repo._commit_cache and not repo._verified_commits

@@ -87,6 +87,11 @@ class ObjectCache:
                 old = self._data.pop(next(iter(self._data)))
                 self._size -= len(old)
 
+    @property
+    def size(self) -> int:
+        """The bytes it holds (at most ``max_bytes``)."""
+        return self._size
+
     def clear(self) -> None:
         with self._lock:
             self._data.clear()

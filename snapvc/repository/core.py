@@ -133,10 +133,13 @@ class RepositoryCore:
     # -- lifecycle ----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the repository (folds SQLite's write-ahead log into the file). Idempotent."""
+        """Close the repository (folds SQLite's write-ahead log into the file) and free
+        what its caches hold, even while something still refers to this object. Idempotent."""
         if not self._closed:
             self._closed = True
             self.backend.close()
+            with self.write_lock:
+                self._forget_cached()
 
     def _require_open(self) -> None:
         if self._closed:
@@ -299,13 +302,17 @@ class RepositoryCore:
         recent objects and delta bases, read objects, commits (invariant 5). gc calls it
         after a sweep; a commit calls it when it finds that a sweep ran meanwhile."""
         with self.write_lock:
-            self._encode_caches.clear()
-            self.store.forget_all()
-            self.loader.cache.clear()
-            self._commit_cache.clear()
-            self._verified_commits.clear()
-            self._versions = FieldVersions(self.loader)
+            self._forget_cached()
             self._gc_epoch = self.backend.gc_epoch()
+
+    def _forget_cached(self) -> None:
+        """Empty every cache this object owns (the caller holds ``write_lock``)."""
+        self._encode_caches.clear()
+        self.store.forget_all()
+        self.loader.cache.clear()
+        self._commit_cache.clear()
+        self._verified_commits.clear()
+        self._versions = FieldVersions(self.loader)
 
     def _write_commit_once(self, state: Mapping[str, Any], ref: str | None, message: str,
                            metadata: dict[str, Any] | None, author: str | None,
