@@ -25,13 +25,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from snapvc import tracing
 from snapvc.backends.base import Backend
 from snapvc.backends.open import open_backend
-from snapvc.diff.changes import Change, diff_values, plain_value
-from snapvc.diff.merge import MergeResult, Resolve, check_resolve, find_merge_base, merge_states
 from snapvc.encoding.paths import StatePath, parse_path
 from snapvc.encoding.reader import Loader, MapView, ObjectCache
 from snapvc.encoding.seed import Seeder
@@ -63,6 +61,10 @@ from snapvc.refs.names import (
 from snapvc.refs.revs import resolve_rev
 from snapvc.repository.history import FieldVersions, HistoryEntry, PathProbe, path_changes, path_history, touches
 from snapvc.store.codec import open_object_store
+
+if TYPE_CHECKING:  # the diff layer loads when a diff or a merge runs (``import snapvc`` stays light)
+    from snapvc.diff.changes import Change
+    from snapvc.diff.merge import MergeResult, Resolve
 
 __all__ = ["RepositoryCore", "open_repository", "DEFAULT_BRANCH"]
 
@@ -714,6 +716,8 @@ class RepositoryCore:
         under the same id are skipped unread. ``paths`` (dotted, or tuples of keys and
         indices) limits the diff to what lies at or below them; only those subtrees are
         read."""
+        from snapvc.diff.changes import Change, diff_values, plain_value
+
         old, new = self._diff_side(a, "a"), self._diff_side(b, "b")
         if paths is None:
             return list(diff_values(old, new))
@@ -762,6 +766,8 @@ class RepositoryCore:
 
     def merge_base(self, a: str | ObjectId, b: str | ObjectId) -> ObjectId | None:
         """The best common ancestor of two revs (see ``snapvc.diff.merge``), None if none."""
+        from snapvc.diff.merge import find_merge_base
+
         return find_merge_base(self._walk_commit, self.resolve(a), self.resolve(b))
 
     def _walk_commit(self, oid: ObjectId) -> Commit:
@@ -782,6 +788,8 @@ class RepositoryCore:
         Large maps and lists changed on both sides are stored as new trees built from
         the old ones: a merge reads and writes what changed, not the whole state.
         """
+        from snapvc.diff.merge import MergeResult, check_resolve
+
         check_resolve(resolve)
         ref = self.branch_ref(into)
         name = short_name(ref)
@@ -807,6 +815,8 @@ class RepositoryCore:
         a three-way merge of the branch tip with ``commit``'s parent, from ``commit``
         (for a merge commit, its parent number ``mainline``; a root commit is undone
         towards an empty state). Nothing to undo: up to date, nothing written."""
+        from snapvc.diff.merge import check_resolve
+
         check_resolve(resolve)
         target, parent = self._change_of(commit, mainline)
         first = target.message.splitlines()[0] if target.message else target.id.short
@@ -820,6 +830,8 @@ class RepositoryCore:
         """Apply ``commit``'s changes (against its parent, or parent number ``mainline``
         of a merge commit) onto branch ``onto`` (default: HEAD's) as a new commit with its
         message, metadata and author; the message notes where it was picked from."""
+        from snapvc.diff.merge import check_resolve
+
         check_resolve(resolve)
         target, parent = self._change_of(commit, mainline)
         text = (message if message is not None else target.message) + f"\n\n(cherry picked from commit {target.id.hex})"
@@ -850,6 +862,8 @@ class RepositoryCore:
         """Merge ``base`` -> tip and ``base`` -> ``theirs`` (None: an empty state), and
         commit the result on ``ref`` with ``parents`` unless conflicts remain. New trees
         of large containers are written with the commit, in its transaction."""
+        from snapvc.diff.merge import MergeResult, merge_states
+
         done = merge_states(base, self.snapshot(tip), self.snapshot(theirs) if theirs is not None else {}, self.loader,
                             resolve)
         if done.state is None:

@@ -25,13 +25,15 @@ from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from types import NoneType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from snapvc.diff.changes import ChangeKind
 from snapvc.encoding.reader import Loader
 from snapvc.encoding.writer import element_encoder
 from snapvc.ids import ObjectId
 from snapvc.objects import MAP, SEQ, Commit
+
+if TYPE_CHECKING:
+    from snapvc.diff.changes import ChangeKind
 
 __all__ = ["FieldVersions", "HistoryEntry", "PathProbe", "commits_behind", "path_changes", "path_history", "touches"]
 
