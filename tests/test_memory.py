@@ -4,8 +4,10 @@ cycle collector, and the caches it owns stay within their budgets in bytes."""
 from __future__ import annotations
 
 import gc
+import random
 import sqlite3
 import time
+import tracemalloc
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +18,7 @@ import pytest
 
 import snapvc
 from snapvc.backends.sqlite import packs
+from snapvc.encoding.reader import ObjectCache
 
 
 @contextmanager
@@ -97,3 +100,37 @@ def test_close_empties_the_caches_a_repository_owns(tmp_path: Path) -> None:
     repo.close()
     assert repo.loader.cache.size == 0
     assert not repo._encode_caches and not repo._commit_cache and not repo._verified_commits
+
+
+def _text_state(documents: int, words: int) -> dict[str, Any]:
+    rng = random.Random(0)
+    vocabulary = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 9))) for _ in range(3000)]
+    return {"docs": {f"d{i}": " ".join(rng.choice(vocabulary) for _ in range(words)) for i in range(documents)}}
+
+
+def test_a_checkout_larger_than_the_read_caches_stays_within_their_budgets(tmp_path: Path) -> None:
+    """A state larger than the read caches' budgets: the object cache keeps at most its
+    ``bulk_bytes`` of it, and while it is built, the objects' bytes are not held beside
+    the values made from them (what a checkout holds at its peak beyond what it hands
+    out, and beyond what the caches keep, is a fraction of the state)."""
+    state = _text_state(400, 2000)
+    size = sum(len(text) for text in state["docs"].values())
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit(state)
+    budget = 1 << 20
+    assert size > 4 * budget
+    with snapvc.open(path) as repo:
+        repo.loader.cache = ObjectCache(budget)
+        repo.store.inner._cache_bytes = budget  # the recent objects the store keeps for deltas
+        gc.collect()
+        tracemalloc.start()
+        try:
+            got = repo.checkout()
+            held, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert got == state
+        largest = max(len(data) for data in repo.loader.cache._data.values())
+        assert repo.loader.cache.size <= repo.loader.cache.bulk_bytes + largest
+        assert peak - held < size // 2, f"a checkout of {size} bytes peaked {peak - held} bytes above what it kept"

@@ -32,6 +32,10 @@ from snapvc.objects import BLOB, MAP, SEQ, TEXT
 __all__ = ["Loader", "MapView", "Part", "SeqView", "is_tuple", "node_parts", "tree_root"]
 
 
+# Objects a materialization fetches at once: a level of a large tree is read in batches.
+_MATERIALIZE_BATCH = 1024
+
+
 class Part(NamedTuple):
     """A piece of a MAP or SEQ tree: a subtree not read yet (``level >= 0``, ``value`` its
     id) or one entry of a leaf (``level == -1``, ``value`` the inline value, or the id of
@@ -67,11 +71,15 @@ class ObjectCache:
     """A byte-bounded cache of canonical object bytes by id (objects are immutable).
 
     Eviction is first-in, first-out: cheap on the read path, which matters more here
-    than exact recency. Safe to share between threads (single dict operations).
+    than exact recency. Safe to share between threads (single dict operations). Its
+    owner (the repository) empties it on close. One read of many objects (a checkout)
+    keeps at most ``bulk_bytes`` of them: a large state read once does not push out
+    what smaller reads keep, nor hold a budget's worth of bytes it will not read again.
     """
 
     def __init__(self, max_bytes: int = 64 << 20) -> None:
         self.max_bytes = max_bytes
+        self.bulk_bytes = max_bytes // 4
         self._data: dict[bytes, bytes] = {}
         self._size = 0
         self._lock = Lock()
@@ -108,7 +116,9 @@ class Loader:
 
     # -- fetching -----------------------------------------------------------------------
 
-    def fetch_many(self, ids: list[bytes]) -> dict[bytes, bytes]:
+    def fetch_many(self, ids: list[bytes], keep: bool = True) -> dict[bytes, bytes]:
+        """The bytes of ``ids``, from the cache or the store; what the store gave is
+        cached unless not ``keep``."""
         out: dict[bytes, bytes] = {}
         missing: list[bytes] = []
         cache = self.cache
@@ -125,7 +135,8 @@ class Loader:
                 data = found.get(oid)
                 if data is None:
                     raise ObjectNotFoundError(ObjectId(oid), "referenced by the state being read; run fsck")
-                cache.put(oid, data)
+                if keep:
+                    cache.put(oid, data)
                 out[oid] = data
         return out
 
@@ -161,19 +172,27 @@ class Loader:
 
     def _materialize(self, oid: bytes) -> Any:
         decoded: dict[bytes, tuple[int, Any]] = {}
-        raw: dict[bytes, bytes] = {}
         frontier = [oid]
+        cache = self.cache
+        kept = 0  # bytes offered to the cache: past its bulk_bytes, what is read is not kept
         while frontier:
-            found = self.fetch_many(frontier)
             refs: list[bytes] = []
-            for fid in frontier:
-                data = found[fid]
-                raw[fid] = data
-                kind, node = decoded[fid] = decode_node(fid, data)
-                if kind != BLOB:
-                    refs += children_of(kind, node)
+            # A level is fetched a batch at a time, and an object's bytes are dropped once
+            # decoded: a large state is not held twice while it is built (the rare node
+            # used twice is fetched again).
+            for start in range(0, len(frontier), _MATERIALIZE_BATCH):
+                batch = frontier[start : start + _MATERIALIZE_BATCH]
+                found = self.fetch_many(batch, keep=False)
+                for fid in batch:
+                    data = found.pop(fid)
+                    if kept < cache.bulk_bytes:
+                        cache.put(fid, data)
+                        kept += len(data)
+                    kind, node = decoded[fid] = decode_node(fid, data)
+                    if kind != BLOB:
+                        refs += children_of(kind, node)
             frontier = [r for r in dict.fromkeys(refs) if r not in decoded]
-        return _Builder(decoded, raw).build(oid)
+        return _Builder(decoded, self.fetch).build(oid)
 
     def _path_to_type(self, oid: bytes, name: str, at: int = 0) -> tuple[Any, ...] | None:
         """The path, below the value ``oid``, of the first typed value stored under
@@ -232,14 +251,14 @@ class _Builder:
     """Assembles decoded nodes into values; a node used twice is decoded afresh so no
     two places in the result share a mutable object."""
 
-    def __init__(self, decoded: dict[bytes, tuple[int, Any]], raw: dict[bytes, bytes]) -> None:
+    def __init__(self, decoded: dict[bytes, tuple[int, Any]], fetch: Callable[[bytes], bytes]) -> None:
         self.decoded = decoded
-        self.raw = raw
+        self.fetch = fetch
 
     def _take(self, oid: bytes) -> tuple[int, Any]:
         got = self.decoded.pop(oid, None)
         if got is None:
-            return decode_node(oid, self.raw[oid])
+            return decode_node(oid, self.fetch(oid))
         return got
 
     def build(self, oid: bytes) -> Any:
