@@ -4,6 +4,7 @@ cycle collector, and the caches it owns stay within their budgets in bytes."""
 from __future__ import annotations
 
 import gc
+import os
 import random
 import sqlite3
 import time
@@ -18,6 +19,7 @@ import pytest
 
 import snapvc
 from snapvc.backends.sqlite import packs
+from snapvc.encoding import cache as cache_module
 from snapvc.encoding.reader import ObjectCache
 
 
@@ -134,3 +136,26 @@ def test_a_checkout_larger_than_the_read_caches_stays_within_their_budgets(tmp_p
         largest = max(len(data) for data in repo.loader.cache._data.values())
         assert repo.loader.cache.size <= repo.loader.cache.bulk_bytes + largest
         assert peak - held < size // 2, f"a checkout of {size} bytes peaked {peak - held} bytes above what it kept"
+
+
+def test_an_encode_cache_keeps_what_stood_at_old_paths_within_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpointer writing a large bytes value at a new path each time: the encode
+    cache keeps the values it may rechunk from (and the trees it may reuse) within its
+    budget in bytes, not every value it ever stored (tracemalloc counts the values this
+    test made that are still alive)."""
+    budget = 4 << 20
+    monkeypatch.setattr(cache_module, "CHUNKS_BUDGET", budget)
+    value_size = 3 << 19  # 1.5 MiB: kept for rechunking
+    repo = snapvc.open("memory://")
+    tracemalloc.start()
+    try:
+        for i in range(12):
+            repo.commit({f"blob-{i}": os.urandom(value_size)}, message=f"step {i}")  # made here: traced to this file
+        alive = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, __file__)])
+    finally:
+        tracemalloc.stop()
+    kept = sum(stat.size for stat in alive.statistics("filename"))
+    assert kept <= budget + 2 * value_size, f"{kept} bytes of old values kept alive"
+    cache = repo._encode_caches["refs/heads/main"]
+    assert cache.chunks.old_bytes <= budget + cache_module._chunks_bytes([b""] * 64, bytes(value_size))
+    repo.close()
