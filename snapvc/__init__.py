@@ -22,12 +22,12 @@ names may move between releases (``docs/design.md`` maps them, layer by layer).
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from snapvc.encoding.adapters import register_type
 from snapvc.encoding.jsonable import from_jsonable, to_jsonable
 from snapvc.encoding.reader import MapView, SeqView
+from snapvc.lazy import lazy_names
 from snapvc.errors import (
     AmbiguousRevisionError,
     CorruptObjectError,
@@ -89,35 +89,24 @@ if TYPE_CHECKING:
     from snapvc.maintenance.stats import BranchStats, RepoStats
     from snapvc.maintenance.sync import FetchResult, PullResult, PushResult, Remote, TransferStats
 
-# Public names whose module loads when one is first read, not with ``import snapvc``: a
-# process that commits and checks out does not pay for diffs, merges, maintenance, the
-# runner or asyncio (``snapvc.aio``). ``snapvc.X`` and ``from snapvc import X`` work alike.
+# Public names whose module loads when one is first read, not with ``import snapvc``
+# (``snapvc.lazy``): a process that commits and checks out does not pay for diffs,
+# merges, maintenance, the runner or asyncio (``snapvc.aio``).
 _LAZY: dict[str, str] = {
     "aio": "snapvc.aio",
     **dict.fromkeys(("END", "Runner", "Step"), "snapvc.agent.runner"),
     **dict.fromkeys(("Change", "KeyChanges", "key_changes"), "snapvc.diff.changes"),
     **dict.fromkeys(("ABSENT", "Conflict", "MergeResult", "merge_values"), "snapvc.diff.merge"),
     **dict.fromkeys(("DiffStat", "apply_changes", "apply_patch", "diff_stat", "to_json_patch"), "snapvc.diff.patch"),
-    **dict.fromkeys(("FsckReport", "GcReport", "Keep"), "snapvc.maintenance"),
+    "FsckReport": "snapvc.maintenance.fsck",
+    **dict.fromkeys(("GcReport", "Keep"), "snapvc.maintenance.gc"),
     **dict.fromkeys(("ExportResult", "ImportResult"), "snapvc.maintenance.git.results"),
     **dict.fromkeys(("BranchStats", "RepoStats"), "snapvc.maintenance.stats"),
     **dict.fromkeys(("FetchResult", "PullResult", "PushResult", "Remote", "TransferStats"), "snapvc.maintenance.sync"),
 }
 
 
-def __getattr__(name: str) -> Any:
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module 'snapvc' has no attribute {name!r}")
-    module = import_module(where)
-    value = module if where == f"snapvc.{name}" else getattr(module, name)
-    globals()[name] = value  # read once: a plain attribute from then on
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
-
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 __version__ = "0.1.0"
 
