@@ -106,6 +106,9 @@ class Scale:
     fork_at: int = 100
     branches: int = 20
     branch_steps: int = 50
+    # every step, side by side: the run lengths measured (peers at the first)
+    per_step_steps: tuple[int, ...] = (500, 2000)
+    per_step_fresh: int = 9  # fresh processes per figure
     # repeats of checkouts, reads and log walks
     repeats: int = 5
 
@@ -122,6 +125,7 @@ QUICK = replace(
     history_commits=200, history_back=150,
     fork_at=5, branches=3, branch_steps=4,
     react_turns=6,
+    per_step_steps=(20, 40), per_step_fresh=2,
     repeats=2,
 )  # fmt: skip
 

@@ -122,23 +122,22 @@ def test_a_checkout_of_an_old_commit_then_a_commit_on_another_branch(tmp_path: P
 
 
 def test_loads_replace_what_they_taught_the_encoder(tmp_path: Path) -> None:
-    """Reading many states does not keep them all alive: the cache holds what the last
-    load handed out, until a commit."""
+    """Reading many states does not keep them all alive: the repository records what the
+    last load handed out, and teaches it to the encoder at the next commit, not before."""
     repo = snapvc.open(tmp_path / "r.snapvc")
     state = history(100)
     for i in range(10):
         step(state, i)
         repo.commit(state)
     cache = repo._encode_caches["refs/heads/main"]
-    sizes = []
     for rev in range(10):
-        repo.checkout(f"main~{rev}")
-        sizes.append(len(cache.loaded))
-    assert len(set(sizes)) == 1 and sizes[0] > 0, sizes
+        loaded = repo.checkout(f"main~{rev}")
+        assert cache.loaded == {}  # nothing taught at a checkout
+        assert list(repo._loads) == ["refs/heads/main"] and repo._loads["refs/heads/main"][1].value is loaded
     latest = repo.checkout("main")
     step(latest, 99)
     repo.commit(latest)
-    assert cache.loaded == {}
+    assert cache.loaded == {} and repo._loads == {}
 
 
 def test_a_container_too_large_to_teach_is_encoded_anew(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -148,11 +147,17 @@ def test_a_container_too_large_to_teach_is_encoded_anew(tmp_path: Path, monkeypa
     repo = snapvc.open(tmp_path / "r.snapvc")
     repo.commit(history(400))
     state = repo.checkout("main")
-    cache = repo._encode_caches["refs/heads/main"]
-    taught = {id(entry.obj) for entry in cache.loaded.values()}
-    assert id(state["messages"]) not in taught and id(state["documents"]) in taught
+    taught = []
+    seed_as_taught = seed.EncodeCache.seed
+
+    def seeding(cache: seed.EncodeCache, obj: Any, *args: Any) -> None:
+        taught.append(id(obj))
+        seed_as_taught(cache, obj, *args)
+
+    monkeypatch.setattr(seed.EncodeCache, "seed", seeding)
     step(state, 1)
     c = repo.commit(state)
+    assert id(state["messages"]) not in taught and id(state["documents"]) in taught
     assert repo.get_commit(c.id).tree == fresh_tree(state)
 
 

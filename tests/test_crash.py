@@ -38,7 +38,12 @@ LANES = 2  # children killed side by side
 MODES = ("normal", "sync", "batch")
 
 # The child: operations forever, each logged ("begin OP" before, its outcome after) on a
-# file opened O_APPEND, which a SIGKILL cannot take back.
+# file opened O_APPEND, which a SIGKILL cannot take back. A record is one write ending in
+# " ." and a newline: a SIGKILL during the write may cut it short (Linux stops a write to
+# a file at a page boundary once the signal is pending), and the checker skips a record
+# without its end. Such a record was never made: a kill during a record written before
+# its operation came before the operation; one written after it leaves the operation in
+# flight. Each child first ends any record its predecessor left cut short.
 CHILD = r'''
 import os, random, sys
 import blake3, orjson
@@ -49,7 +54,9 @@ rng = random.Random(seed)
 log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
 
 def say(*words):
-    os.write(log, (" ".join(map(str, words)) + "\n").encode())
+    os.write(log, (" ".join(map(str, words)) + " .\n").encode())
+
+os.write(log, b"\n")
 
 def digest(state):
     return blake3.blake3(orjson.dumps(snapvc.to_jsonable(state), option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
@@ -116,8 +123,9 @@ def _check(path: Path, lines: list[str]) -> str | None:
     tips: dict[str, str | None] = {}
     for line in lines:
         words = line.split()
-        if not words:
-            continue
+        if not words or words[-1] != ".":
+            continue  # an empty line, or a record the kill cut short (see CHILD)
+        words.pop()
         if words[0] == "begin":
             in_flight = words[1]
         elif words[0] == "end":
@@ -163,7 +171,7 @@ def _lane(lane: int, kills: int, folder: Path, rng: random.Random, script: Path,
             child = subprocess.Popen([sys.executable, str(script), str(path), str(log), str(rng.randrange(2**32)), mode],
                                      stderr=subprocess.PIPE)
             deadline = time.monotonic() + 30
-            while "ready" not in (log.read_text().splitlines()[before:] if log.exists() else []):
+            while "ready ." not in (log.read_text().splitlines()[before:] if log.exists() else []):
                 assert child.poll() is None, f"the child ended: {child.stderr.read().decode()}"  # type: ignore[union-attr]
                 assert time.monotonic() < deadline, "the child did not start within 30 s"
                 time.sleep(0.005)

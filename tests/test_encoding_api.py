@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import snapvc
+from snapvc.encoding import identity
 from snapvc.encoding.cache import DeepSnapshot
 from snapvc.encoding.chunker import CHUNK_THRESHOLD, chunk_spans
 from snapvc.encoding.nodes import StoredNode, read_node
@@ -151,3 +154,75 @@ def test_a_deep_snapshot_sees_a_change_in_place_below_the_values_it_recorded() -
     point.x = 5
     assert not snapshot.same()
     assert DeepSnapshot.of([{1, 2}]) is None  # nothing proves a set unchanged: refused
+
+
+@pytest.fixture(params=[True, False], ids=["by address", "element by element"])
+def identity_compare(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """Both ways ``snapvc.encoding.identity`` compares lists (the second where an id is
+    not an address): every test using it runs both."""
+    identity.compare_by_address(request.param)
+    try:
+        yield request.param
+    finally:
+        identity.compare_by_address(True)
+
+
+def test_same_objects_is_identity_not_equality(identity_compare: bool) -> None:
+    big, other_big = 10**30, int("1" + "0" * 30)  # equal ints, two objects
+    lst, text = [1, 2], "".join(["te", "xt"])
+    held = [1, 1.0, 0.0, big, lst, text, None, {"k": 1}]
+    assert identity.same_objects(held, list(held))
+    assert identity.same_objects([], [])
+    for position, equal_other in [(0, True), (1, 1), (2, -0.0), (3, other_big), (4, [1, 2]), (5, "text"),
+                                  (7, {"k": True})]:
+        changed = list(held)
+        changed[position] = equal_other
+        assert changed == held and not identity.same_objects(changed, held), position
+    assert not identity.same_objects(held[:-1], held) and not identity.same_objects(held, held[:-1])
+    assert identity.same_prefix(held, tuple(held[:3])) and identity.same_prefix(held[:3], held)
+    assert identity.same_prefix([], held) and not identity.same_prefix([True, *held[1:3]], held)
+
+
+def test_a_deep_snapshot_sees_a_value_replaced_by_an_equal_one(identity_compare: bool) -> None:
+    """1 and True, 0.0 and -0.0 are equal but stored differently; an equal list put in
+    place of another is a new container to watch."""
+    inner: dict[str, Any] = {"n": 1, "z": 0.0, "items": [[1], "x"]}
+    for change in (lambda: inner.__setitem__("n", True), lambda: inner.__setitem__("z", -0.0),
+                   lambda: inner["items"].__setitem__(0, [1])):
+        snapshot = DeepSnapshot.of([inner])
+        assert snapshot is not None and snapshot.same()
+        change()
+        assert not snapshot.same()
+
+
+def test_values_replaced_in_place_by_equal_ones_are_stored(identity_compare: bool) -> None:
+    messages = [{"role": "user", "n": i, "flag": 0, "tags": [i]} for i in range(40)]
+    repo = snapvc.open("memory://")
+    state = {"messages": messages}
+    repo.commit(state)
+    messages[5]["flag"] = False  # equal to 0, stored as a bool
+    messages[9]["tags"] = [9]  # an equal, new list ...
+    c = repo.commit(state)
+    assert repo.checkout(c.id)["messages"][5]["flag"] is False
+    messages[9]["tags"].append("later")  # ... watched from then on
+    c = repo.commit(state)
+    assert repo.checkout(c.id) == state
+
+
+def test_a_deep_snapshot_of_many_dicts_sees_a_change_in_any_of_them(identity_compare: bool) -> None:
+    """The dicts are checked a run at a time: a change in any run, or across two, counts."""
+    def change_at(i: int) -> list[Callable[[list[dict[str, Any]]], None]]:
+        return [
+            lambda ds: ds[i].__setitem__("n", True),  # equal to 1, stored apart
+            lambda ds: ds[i].__setitem__("renamed", ds[i].pop("tags")),  # same values, another key
+            lambda ds: ds[i + 1].__setitem__("moved", ds[i].pop("tags")),  # one dict to the next
+            lambda ds: ds[i]["tags"].append("x"),
+        ]
+
+    for i in (0, 510, 511, 1023, 1498):
+        for change in change_at(i):
+            dicts: list[dict[str, Any]] = [{"n": 1, "tags": [k]} for k in range(1500)]
+            snapshot = DeepSnapshot.of([dicts])
+            assert snapshot is not None and snapshot.same()
+            change(dicts)
+            assert not snapshot.same(), i

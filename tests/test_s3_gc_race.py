@@ -613,3 +613,29 @@ def test_gc_in_a_loop_beside_writers_whose_branches_another_client_resets_loses_
         assert not unreadable, f"{len(unreadable)} of {len(kept)} commits lost: {unreadable[:3]}"
         report = reader.fsck()
         assert report.ok, report
+
+
+def test_a_branch_forked_at_the_tip_sends_its_change_only_and_never_relies_on_the_other(s3_url: str) -> None:
+    """A new branch starts from a fork of the cache holding its tip (the parent of its
+    first commit): that commit sends the change only. A commit on either branch then
+    names nothing the other stored: the parent's next commit sends its own change only,
+    the fork's objects being none of its ancestors'."""
+    clock = Clock()
+    doc = document("f", 12_000)
+    with snapvc.open(s3_url, clock=clock, gc_timing=MINUTE) as writer:
+        writer.commit({"step": 0, "notes": doc, "log": [f"line {i}" for i in range(300)]})
+
+        def sent(state: dict[str, Any], branch: str) -> int:
+            clock.now += 2 * MINUTE.reuse_window  # nothing is reused for being recent
+            before = pack_keys(writer)
+            writer.commit(state, branch=branch)
+            return len(new_pack_entries(writer, before))
+
+        state = {"step": 1, "notes": doc, "log": [f"line {i}" for i in range(300)]}
+        sent(state, "main")
+        writer.branch("fork", at="main")
+        forked = {**state, "step": 2, "log": [*state["log"], "on the fork"]}
+        assert sent(forked, "fork") <= 3  # the root and the log's last node (of a tree)
+        grown = {**state, "step": 2, "log": [*state["log"], "on main"]}
+        assert sent(grown, "main") <= 3
+        assert writer.checkout("fork") == forked and writer.checkout("main") == grown

@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from gc import get_referents
 from itertools import chain
-from operator import is_
 from typing import Any, Final, Generic, TypeVar
 
 from snapvc.encoding.adapters import adapter_for_value
+from snapvc.encoding.identity import same_objects
 from snapvc.encoding.prolly import Level
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.encoding.values import MAX_DEPTH, SCALAR_EXT_TYPES
@@ -49,6 +49,8 @@ TREES_BUDGET: Final = 16 << 20
 CHUNKS_BUDGET: Final = 32 << 20
 ADOPTABLE_BUDGET: Final = 16 << 20
 _NO_CHUNKS: tuple[list[int], list[bytes], bytes | None] = ([], [], None)
+# How many dicts a snapshot checks in one run of passes (``DeepSnapshot._dicts_same``).
+_DICTS_AT_ONCE: Final = 512
 # Bytes an estimate counts per reference, per entry of a level or a snapshot, and per record.
 _REF_BYTES: Final = 88
 _ITEM_BYTES: Final = 64
@@ -103,6 +105,14 @@ class ByPath(Generic[_V]):
         self.new = {}
         self._new_cost = {}
         self.new_bytes = 0
+
+    def fork(self) -> ByPath[_V]:
+        """Another memo holding this one's old records (a forked cache's start)."""
+        other: ByPath[_V] = ByPath(self.budget)
+        other.old = dict(self.old)
+        other._old_cost = dict(self._old_cost)
+        other.old_bytes = self.old_bytes
+        return other
 
     def _forget_old(self) -> None:
         self.old = {}
@@ -248,6 +258,12 @@ class DeepSnapshot:
         """How much is recorded: what ``truncate`` takes to forget what was added since."""
         return len(self.dicts), len(self.keys), len(self.seqs), len(self.items), len(self.objs), len(self.orefs)
 
+    def copy(self) -> DeepSnapshot:
+        """A snapshot recording the same, whose lists are its own."""
+        other = DeepSnapshot()
+        other.add_all(self)
+        return other
+
     def truncate(self, sizes: tuple[int, ...]) -> None:
         """Forget what was recorded after ``sizes`` was taken (a failed commit's additions)."""
         nd, nk, ns, ni, no, nr = sizes
@@ -259,18 +275,36 @@ class DeepSnapshot:
         """True if every recorded container still holds exactly the recorded objects.
 
         ``gc.get_referents`` lists what containers hold (a dict's values, a list's items,
-        a typed value's attributes) in one C call; identity is then checked element by
-        element. Keys are str (anything else fails to encode), and str equality is exact."""
+        a typed value's attributes) in one C call; identity is then compared all at once
+        (``snapvc.encoding.identity``). Keys are str (anything else fails to encode), and
+        str equality is exact."""
         return (
             list(map(len, self.seqs)) == self.slens
-            and list(map(len, self.dicts)) == self.dlens
-            and all(map(is_, get_referents(*self.seqs), self.items))
-            and list(chain.from_iterable(self.dicts)) == self.keys
-            and all(map(is_, get_referents(*self.dicts), self.vals))
+            and same_objects(get_referents(*self.seqs), self.items)
+            and self._dicts_same()
             and (not self.objs or (
                 list(map(len, map(get_referents, self.objs))) == self.olens
-                and all(map(is_, get_referents(*self.objs), self.orefs))))
+                and same_objects(get_referents(*self.objs), self.orefs)))
         )
+
+    def _dicts_same(self) -> bool:
+        """``same`` for the dicts, a run of ``_DICTS_AT_ONCE`` at a time: their sizes, keys
+        and values are read while the run is still in the processor's caches (a long
+        history's dicts are megabytes, spread through memory, and the check is bound by
+        reading them: in whole passes it read each of them three times from memory)."""
+        dicts, dlens, keys, vals = self.dicts, self.dlens, self.keys, self.vals
+        start = 0
+        for i in range(0, len(dicts), _DICTS_AT_ONCE):
+            run = dicts[i:i + _DICTS_AT_ONCE]
+            lens = dlens[i:i + _DICTS_AT_ONCE]
+            if list(map(len, run)) != lens:
+                return False
+            end = start + sum(lens)
+            if list(chain.from_iterable(run)) != keys[start:end] or not same_objects(get_referents(*run),
+                                                                                        vals[start:end]):
+                return False
+            start = end
+        return True
 
 
 
@@ -282,7 +316,7 @@ class CacheEntry:
     the snapshot of everything below it (``deep``)."""
 
     __slots__ = ("obj", "keys", "vals", "enc", "kids", "tree", "entries", "sorted_keys", "sorted_vals", "deep", "gen",
-                 "positions", "insertion")
+                 "positions", "insertion", "owner")
 
     def __init__(self, obj: Any, keys: tuple[Any, ...], vals: Any, enc: bytes,
                  kids: list[tuple[Any, Any, bytes]], tree: list[Level] | None, entries: list[Any]) -> None:
@@ -300,6 +334,21 @@ class CacheEntry:
         self.gen = 0  # the encoder run that last confirmed this entry
         self.positions: dict[str, int] | None = None  # dicts: key -> index in entry order, made on demand
         self.insertion: dict[str, int] | None = None  # dicts: key -> index in ``keys``, made on demand
+        # The token of the one cache that may change this entry in place (``EncodeCache.writable``):
+        # an entry two caches share since a fork is copied before it changes.
+        self.owner: object = None
+
+    def copy(self) -> CacheEntry:
+        """An entry saying the same, whose lists (and snapshot) are its own to change."""
+        other = CacheEntry(self.obj, self.keys, list(self.vals) if type(self.vals) is list else self.vals,
+                           self.enc, list(self.kids), self.tree, list(self.entries))
+        other.sorted_keys = self.sorted_keys
+        other.sorted_vals = list(self.sorted_vals) if type(self.sorted_vals) is list else self.sorted_vals
+        other.deep = self.deep.copy() if self.deep is not None else None
+        other.gen = self.gen
+        other.positions = self.positions  # made once from the keys, never changed
+        other.insertion = self.insertion
+        return other
 
 
 class EncodeCache:
@@ -314,10 +363,17 @@ class EncodeCache:
     the cache names: what the next commit reuses from it without storing is part of
     them. Its owner keeps it (``snapvc.repository.core``: the commit it stored last, and
     the ones loaded since); empty while the cache names nothing.
+
+    ``fork()`` gives a second cache starting from what this one holds (a branch forked
+    from this one's: its first commit costs the change). The two share their entries
+    until one would change an entry in place: it then changes a copy of its own
+    (``writable``), so neither ever names what the other stored since.
     """
 
     def __init__(self) -> None:
         self.sources: set[Any] = set()
+        # Stamped on the entries this cache alone holds: those it may change in place.
+        self._mine: object = object()
         self.old: dict[int, CacheEntry] = {}
         self.new: dict[int, CacheEntry] = {}
         # the entries of the state loaded last (``seed``), until the next commit: kept
@@ -368,11 +424,45 @@ class EncodeCache:
         return e
 
     def put(self, obj: Any, entry: CacheEntry) -> None:
+        entry.owner = self._mine
         self.new[id(obj)] = entry
 
-    def move(self, entry: CacheEntry, obj: Any) -> None:
-        """Make ``entry`` describe ``obj`` from now on, no longer the object it held (undone
-        if the commit fails)."""
+    def writable(self, entry: CacheEntry, path: tuple[Any, ...]) -> CacheEntry:
+        """``entry`` (met at ``path``), or, if another cache shares it since a fork, a copy
+        of it that takes its place here: what the encoder may change in place."""
+        if entry.owner is self._mine:
+            return entry
+        mine = entry.copy()
+        self.put(mine.obj, mine)
+        if self.entry_at(path) is entry:
+            self.adoptable.put(path, mine, _entry_bytes(mine))
+        return mine
+
+    def fork(self) -> EncodeCache:
+        """A cache holding what this one holds, for another branch's commits from the same
+        state (see the class notes); from now on, each copies a shared entry before it
+        changes it. What a commit under way added is not taken (forked between commits)."""
+        other = EncodeCache()
+        other.sources = set(self.sources)
+        other.old = {**self.old, **self.new}
+        other.loaded = dict(self.loaded)
+        other.paths = self.paths.fork()
+        other.chunks = self.chunks.fork()
+        other.adoptable = self.adoptable.fork()
+        self._mine = object()  # the entries held so far are shared now
+        return other
+
+    def move(self, entry: CacheEntry, obj: Any, path: tuple[Any, ...]) -> CacheEntry:
+        """Make ``entry`` (the one at ``path``) describe ``obj`` from now on, no longer the
+        object it held (undone if the commit fails); an entry shared with another cache
+        stays as it is there, and a copy describes ``obj`` here. Returns the entry that
+        describes ``obj``."""
+        if entry.owner is not self._mine:
+            mine = entry.copy()
+            mine.obj = obj
+            self.put(obj, mine)
+            self.adoptable.put(path, mine, _entry_bytes(mine))
+            return mine
         before = entry.obj
         key = id(before)
         owned = [d for d in (self.old, self.new, self.loaded) if d.get(key) is entry]
@@ -387,6 +477,7 @@ class EncodeCache:
                 d[key] = entry
 
         self._undo.append(undo)
+        return entry
 
     def start_loading(self) -> None:
         """Forget the entries of the state loaded before (see ``seed``)."""
@@ -397,6 +488,7 @@ class EncodeCache:
         """Take ``entry`` as if the last commit had encoded ``obj`` (a value just loaded
         from what ``entry.enc`` names: ``snapvc.encoding.seed``); ``path`` (if given) and
         ``node`` (its tree, kind and type tag) as what stood at its path."""
+        entry.owner = self._mine
         self.loaded[id(obj)] = entry
         if path is not None:
             # Within the same budget as at a commit: loads of many states keep only so much.

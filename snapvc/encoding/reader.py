@@ -1,7 +1,9 @@
 """Objects → values: full materialization and lazy, read-only views.
 
 ``Loader.materialize(oid)`` rebuilds a value as fresh Python objects (a deep copy the
-caller may mutate); it fetches the objects level by level in batches. ``Loader.view``
+caller may mutate); it fetches the objects level by level in batches. Asked to, it lists
+what it built from each stored object (``Built``): what a checkout records of the state it
+hands out, for the next commit to recognise (``snapvc.encoding.seed``). ``Loader.view``
 returns a lazy ``MapView``/``SeqView`` that loads only the objects on the path it is
 asked for, so reading one message of a long history reads a handful of objects.
 ``Part``s are the pieces of a MAP or SEQ tree in order, subtrees not yet read or leaf
@@ -10,6 +12,7 @@ entries: what a walk that skips whole subtrees by id (``snapvc.diff.changes``) w
 
 from __future__ import annotations
 
+import gc
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import accumulate
@@ -29,11 +32,21 @@ from snapvc.errors import (
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
 
-__all__ = ["Loader", "MapView", "Part", "SeqView", "is_tuple", "node_parts", "tree_root"]
+__all__ = ["Built", "Loader", "MapView", "Part", "SeqView", "is_tuple", "node_parts", "tree_root"]
+
+_BLOB_KIND = bytes([BLOB])
 
 
-# Objects a materialization fetches at once: a level of a large tree is read in batches.
-_MATERIALIZE_BATCH = 1024
+class Built(NamedTuple):
+    """A value ``Loader.materialize`` built from the stored object ``oid`` (``size``
+    bytes): a dict, list or tuple from the root node of its tree (``node``, its decoded
+    payload), or a long str or bytes (``node`` None). Values held inline in a node are
+    not listed."""
+
+    oid: bytes
+    value: Any
+    node: list[Any] | None
+    size: int
 
 
 class Part(NamedTuple):
@@ -149,12 +162,19 @@ class Loader:
 
     # -- materialization ----------------------------------------------------------------
 
-    def materialize(self, oid: bytes) -> Any:
+    def materialize(self, oid: bytes, built: list[Built] | None = None) -> Any:
         """The value stored under ``oid`` as fresh Python objects. Objects that verify
         but do not hold a state snapvc could have written (a hostile or foreign writer's:
-        wrong layouts, nesting past any limit) raise ``CorruptObjectError``."""
+        wrong layouts, nesting past any limit) raise ``CorruptObjectError``. ``built``, if
+        given, is extended with what was built from each stored object, the value itself last."""
+        # Building thousands of containers would start the cyclic garbage collector over
+        # and over, to find no garbage: it waits until the value is built (and stays off
+        # if it was off).
+        collecting = gc.isenabled()
+        if collecting:
+            gc.disable()
         try:
-            return self._materialize(oid)
+            return self._materialize(oid, built)
         except NumpyMissingError as exc:
             if exc.path is not None:
                 raise
@@ -169,30 +189,30 @@ class Loader:
             raise
         except (RecursionError, LookupError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptObjectError(ObjectId(oid), f"does not decode as a state: {type(exc).__name__}: {exc}") from None
+        finally:
+            if collecting:
+                gc.enable()
 
-    def _materialize(self, oid: bytes) -> Any:
+    def _materialize(self, oid: bytes, built: list[Built] | None) -> Any:
         decoded: dict[bytes, tuple[int, Any]] = {}
+        raw: dict[bytes, bytes] = {}
         frontier = [oid]
         cache = self.cache
         kept = 0  # bytes offered to the cache: past its bulk_bytes, what is read is not kept
         while frontier:
+            found = self.fetch_many(frontier, keep=False)
             refs: list[bytes] = []
-            # A level is fetched a batch at a time, and an object's bytes are dropped once
-            # decoded: a large state is not held twice while it is built (the rare node
-            # used twice is fetched again).
-            for start in range(0, len(frontier), _MATERIALIZE_BATCH):
-                batch = frontier[start : start + _MATERIALIZE_BATCH]
-                found = self.fetch_many(batch, keep=False)
-                for fid in batch:
-                    data = found.pop(fid)
-                    if kept < cache.bulk_bytes:
-                        cache.put(fid, data)
-                        kept += len(data)
-                    kind, node = decoded[fid] = decode_node(fid, data)
-                    if kind != BLOB:
-                        refs += children_of(kind, node)
-            frontier = [r for r in dict.fromkeys(refs) if r not in decoded]
-        return _Builder(decoded, self.fetch).build(oid)
+            for fid in frontier:
+                data = raw[fid] = found[fid]
+                if kept < cache.bulk_bytes:
+                    cache.put(fid, data)
+                    kept += len(data)
+                if data[:1] == _BLOB_KIND:
+                    continue  # a chunk's bytes are taken as they are (``_Builder._text_into``)
+                kind, node = decoded[fid] = decode_node(fid, data)
+                refs += children_of(kind, node)
+            frontier = [r for r in dict.fromkeys(refs) if r not in raw]
+        return _Builder(decoded, raw, built).build(oid)
 
     def _path_to_type(self, oid: bytes, name: str, at: int = 0) -> tuple[Any, ...] | None:
         """The path, below the value ``oid``, of the first typed value stored under
@@ -249,38 +269,52 @@ def _inline_path_to_type(value: Any, name: str) -> tuple[Any, ...] | None:
 
 class _Builder:
     """Assembles decoded nodes into values; a node used twice is decoded afresh so no
-    two places in the result share a mutable object."""
+    two places in the result share a mutable object. ``built`` (if not None) lists what
+    was built from each stored object (``Built``)."""
 
-    def __init__(self, decoded: dict[bytes, tuple[int, Any]], fetch: Callable[[bytes], bytes]) -> None:
+    def __init__(self, decoded: dict[bytes, tuple[int, Any]], raw: dict[bytes, bytes],
+                 built: list[Built] | None) -> None:
         self.decoded = decoded
-        self.fetch = fetch
+        self.raw = raw
+        self.built = built
 
     def _take(self, oid: bytes) -> tuple[int, Any]:
         got = self.decoded.pop(oid, None)
         if got is None:
-            return decode_node(oid, self.fetch(oid))
+            return decode_node(oid, self.raw[oid])
         return got
 
     def build(self, oid: bytes) -> Any:
         kind, node = self._take(oid)
+        built = self.built
         if kind == MAP:
             out = self._map_into(node, {})
             tag = node[0]
-            return out if tag == TAG_DICT else adapter_for_name(tag).from_fields(out)
+            if tag != TAG_DICT:
+                return adapter_for_name(tag).from_fields(out)
+            if built is not None:
+                built.append(Built(oid, out, node, len(self.raw[oid])))
+            return out
         if kind == SEQ:
             items: list[Any] = []
             self._seq_into(node, items)
-            return tuple(items) if node[0] == TAG_TUPLE else items
+            seq = tuple(items) if node[0] == TAG_TUPLE else items
+            if built is not None:
+                built.append(Built(oid, seq, node, len(self.raw[oid])))
+            return seq
         if kind == TEXT:
-            parts: list[bytes] = []
+            parts: list[Any] = []
             self._text_into(node, parts)
             data = b"".join(parts)
+            text: str | bytes = data
             if node[0] == TAG_STR:
                 try:
-                    return data.decode("utf-8")
+                    text = data.decode("utf-8")
                 except UnicodeDecodeError as exc:
                     raise CorruptObjectError(ObjectId(oid), f"text is not valid UTF-8: {exc}") from None
-            return data
+            if built is not None:
+                built.append(Built(oid, text, None, len(self.raw[oid])))
+            return text
         return node  # BLOB
 
     def _map_into(self, node: list[Any], out: dict[str, Any]) -> dict[str, Any]:
@@ -307,11 +341,15 @@ class _Builder:
             for child in node[2]:
                 self._seq_into(self._take(child)[1], items)
 
-    def _text_into(self, node: list[Any], parts: list[bytes]) -> None:
+    def _text_into(self, node: list[Any], parts: list[Any]) -> None:
         if node[1] == 0:
             pieces = node[2]
+            raw = self.raw
             for i in node[4]:
-                pieces[i] = self._take(pieces[i])[1]
+                data = raw[pieces[i]]
+                if data[:1] != _BLOB_KIND:
+                    raise CorruptObjectError(ObjectId(pieces[i]), "a chunk of a text is not a BLOB")
+                pieces[i] = memoryview(data)[1:]  # joined below: not copied before
             parts += pieces
         else:
             for child in node[2]:

@@ -3,98 +3,175 @@ the change, not the state.
 
 ``Loader.materialize`` builds fresh objects, which the encoder has never met: without
 more, the first commit after ``repo.checkout``, ``repo.state()`` or a new process would
-encode the whole state again (storing nothing new, but walking every message). The
-``Seeder`` walks the value alongside the objects it was read from and gives the cache
-(``EncodeCache.seed``) an entry for each container stored as an object of its own and
-each long string: its reference, its elements' encodings cut from the leaves, its tree,
-and a flat snapshot of everything below it (``DeepSnapshot.of``). Those entries are then
-checked exactly as the ones of containers the encoder encoded itself: by identity, so a
-value changed in place after the checkout is seen and stored.
+encode the whole state again (storing nothing new, but walking every message). Teaching
+the encoder costs more than the checkout itself, and a checkout is often not followed by
+a commit, so it is done in two steps:
+
+- at the checkout, ``LoadRecord`` notes what was built from each stored object (the
+  list ``materialize`` gives, ``Built``): each container stored as an object of its own,
+  with what it held (by identity: its keys and values, its items), and a flat snapshot
+  of everything below it (``DeepSnapshot.of``); and each long string. That is all a
+  checkout pays: a few C-speed passes, nothing decoded or encoded again;
+- at the next commit of that branch, the ``Seeder`` gives the cache (``EncodeCache.seed``)
+  an entry for each recorded container and long string: its reference, what it held
+  when it was built, its elements' encodings cut from the stored leaves, its tree, and
+  its snapshot. What the value holds by then does not enter an entry.
+
+Those entries are then checked exactly as the ones of containers the encoder encoded
+itself: by identity against what the container holds now, and the snapshot against
+everything below, so a value changed in place after the checkout (before or after the
+record was taken from it, which is before the caller gets it) is seen and stored.
 
 Containers stored inline in their parent (small ones) get no entry of their own: they
 cost little to encode, and their parent's snapshot covers them. A container whose
-stored form the encoder would not make from its value (a small single node with no
-reference, which the encoder would put inline) is left to the encoder, as is a typed
-value stored as an object of its own, and a container of more than ``SEED_MAX_ENTRIES``
-entries.
+stored form the encoder might not make from its value (a single node with no reference
+small enough to be put inline: only a state's root is stored so) is left to the
+encoder, as is a typed value stored as an object of its own, and a container of more
+than ``SEED_MAX_ENTRIES`` entries.
 """
 
 from __future__ import annotations
 
 from itertools import compress
 from operator import methodcaller, not_
-from typing import Any
+from typing import Any, NamedTuple
 
 from snapvc.encoding.adapters import adapter_for_value
 from snapvc.encoding.cache import IMMUTABLE_TYPES, MUTABLE_CONTAINERS, CacheEntry, DeepSnapshot, EncodeCache
 from snapvc.encoding.nodes import TAG_DICT, TAG_TUPLE, decode_node, map_leaf_encodings, seq_leaf_encodings
 from snapvc.encoding.prolly import Level, NodeRec
-from snapvc.encoding.reader import Loader
+from snapvc.encoding.reader import Built, Loader
 from snapvc.encoding.splice import inner_levels
 from snapvc.encoding.values import REF_PREFIX, new_packer
-from snapvc.encoding.writer import INLINE_STR_MAX, SINGLE_NODE_ENTRIES
+from snapvc.encoding.writer import INLINE_NODE_MAX, INLINE_STR_MAX, SINGLE_NODE_ENTRIES
 from snapvc.objects import MAP, SEQ
 
-__all__ = ["Seeder", "SEED_MAX_ENTRIES"]
+__all__ = ["LoadRecord", "Seeder", "SEED_MAX_ENTRIES"]
 
 # A container of more entries than this is not taught (nor what is below it): cutting the
 # encodings of a million list elements from their leaves takes a few hundred milliseconds,
 # more than the checkout itself; the first commit after the load encodes it anew.
 SEED_MAX_ENTRIES = 50_000
 
+_is_ref = methodcaller("startswith", REF_PREFIX)
+# What a leaf's stored bytes hold besides its entries when none is a reference: the
+# kind, the payload's array header, a one-byte tag and level, and the empty list of
+# references (``snapvc.encoding.nodes``).
+_LEAF_OVERHEAD = 5
+
+
+def _may_be_inline(node: list[Any], size: int) -> bool:
+    """Whether the encoder might write the container stored as ``node`` (``size`` bytes
+    with its header) inline in its parent (``Encoder._map_node``, ``_encode_seq``): a
+    single leaf holding no reference whose entries fit in ``INLINE_NODE_MAX`` bytes. Only
+    the root of a state is stored so; a taught reference there would give the same
+    state another id."""
+    return node[1] == 0 and not node[3] and len(node[2]) <= SINGLE_NODE_ENTRIES and (
+        size - _LEAF_OVERHEAD <= INLINE_NODE_MAX)
+
+
+class _Held(NamedTuple):
+    """A container as it was built: the object, its stored id, what it held (a dict's
+    keys and values, a list's or tuple's items) and the snapshot of all below it (None
+    for the root of a state, checked kid by kid, or where nothing can be snapshotted)."""
+
+    obj: Any
+    oid: bytes
+    keys: tuple[Any, ...]
+    vals: tuple[Any, ...]
+    deep: DeepSnapshot | None
+
+
+class LoadRecord:
+    """What ``Loader.materialize(root, built)`` built, taken before anyone could change
+    it (see the module notes): what the ``Seeder`` teaches the next commit."""
+
+    __slots__ = ("root", "value", "held", "texts")
+
+    def __init__(self, root: bytes, built: list[Built]) -> None:
+        self.root = root
+        self.value = built[-1].value if built else None  # the state: built last, around all else
+        self.held: dict[int, _Held] = {}  # by id of the container (held, so the id stays its own)
+        self.texts: dict[int, tuple[Any, bytes]] = {}  # long str and bytes: (value, stored id)
+        for oid, value, node, size in built:
+            t = type(value)
+            if node is None:
+                if len(value) > INLINE_STR_MAX:  # never inline, whatever its UTF-8 length
+                    self.texts[id(value)] = (value, oid)
+                continue
+            if len(value) > SEED_MAX_ENTRIES:
+                continue  # not taught (see ``SEED_MAX_ENTRIES``)
+            is_root = value is self.value
+            if not is_root and _may_be_inline(node, size):
+                continue  # perhaps the encoder would put it inline: it is left to it
+            if t is dict:
+                keys, vals = tuple(value), tuple(value.values())
+            else:
+                keys, vals = (), tuple(value)
+            # The root of a state is checked kid by kid (as the encoder does it): a flat
+            # snapshot of the whole state would be copied at every commit.
+            deep = None if is_root else DeepSnapshot.of(
+                list(compress(vals, map(not_, map(IMMUTABLE_TYPES.__contains__, map(type, vals))))))
+            self.held[id(value)] = _Held(value, oid, keys, vals, deep)
+
 
 class Seeder:
-    """Teaches an ``EncodeCache`` the encodings of a value just materialized from the
-    objects ``loader`` reads (see the module notes)."""
+    """Teaches an ``EncodeCache`` the encodings of a value recorded as it was
+    materialized from the objects ``loader`` reads (see the module notes)."""
 
     def __init__(self, loader: Loader, cache: EncodeCache) -> None:
         self.loader = loader
         self.cache = cache
         self._pack = new_packer().pack
+        self._record: LoadRecord | None = None
 
-    def seed(self, oid: bytes, value: Any) -> None:
-        """``value`` is what ``loader.materialize(oid)`` returned, unchanged since: the
-        root of a state. Replaces what an earlier load taught the cache."""
+    def seed(self, record: LoadRecord) -> None:
+        """Teach what ``record`` recorded (whatever the state holds now, or whether it is
+        what is committed: a state rebuilt around the loaded containers reuses them).
+        Replaces what an earlier load taught the cache."""
         self.cache.start_loading()
-        self._seed(oid, value, (), root=True)
+        self._record = record
+        self._seed(record.root, record.value, (), root=True)
 
     def _seed(self, oid: bytes, value: Any, path: tuple[Any, ...], root: bool = False) -> None:
+        assert self._record is not None
         t = type(value)
         if t is str or t is bytes:
-            if len(value) > INLINE_STR_MAX:  # never inline, whatever its UTF-8 length
+            text = self._record.texts.get(id(value))
+            if text is not None and text[0] is value and text[1] == oid:
                 self.cache.seed(value, CacheEntry(value, (), (), REF_PREFIX + oid, [], None, []), path, None)
             return
+        held = self._record.held.get(id(value))
+        if held is None or held.obj is not value or held.oid != oid:
+            return
         if t is dict:
-            self._container(oid, value, path, MAP, root)
+            self._container(held, path, MAP, root)
         elif t is list or t is tuple:
-            self._container(oid, value, path, SEQ, root)
+            self._container(held, path, SEQ, root)
 
-    def _container(self, oid: bytes, value: Any, path: tuple[Any, ...], kind: int, root: bool) -> None:
+    def _container(self, held: _Held, path: tuple[Any, ...], kind: int, root: bool) -> None:
+        oid, value = held.oid, held.obj
         raw = self.loader.fetch(oid)
         got_kind, node = decode_node(oid, raw, rebuild_types=False)
         if got_kind != kind or node[0] != (TAG_TUPLE if type(value) is tuple else TAG_DICT):
             return
-        if not root and node[1] == 0 and not node[3] and len(node[2]) <= SINGLE_NODE_ENTRIES:
-            return  # the encoder would put it inline: let it
-        if len(value) > SEED_MAX_ENTRIES:
-            return  # cut from its leaves, element by element, it would cost a checkout more than it saves
         levels, entries = self._tree(kind, oid, raw, node)
         n = len(entries)
-        if n != len(value):
+        if n != len(held.vals):
             return
-        vals: tuple[Any, ...] | list[Any]
+        vals: tuple[Any, ...]
         at: tuple[Any, ...] | range
         if kind == MAP:
-            keys = tuple(value)
+            keys = held.keys
             if list(keys) != [k for k, _, _ in entries]:  # materialized in stored (code point) order
                 return
-            vals = tuple(value.values())
+            vals = held.vals
             pairs = levels[0].entries if levels is not None else [(kb, v) for _, kb, v in entries]
             encs = [v for _, _, v in entries]
             at = keys
         else:
             keys = ()
-            vals = list(value)
+            vals = held.vals
             pairs = entries
             encs = entries
             at = range(n)
@@ -103,18 +180,12 @@ class Seeder:
                 compress(range(n), map(not_, map(IMMUTABLE_TYPES.__contains__, map(type, vals))))]
         if any(type(v) not in MUTABLE_CONTAINERS and adapter_for_value(v) is None for _, v, _ in kids):
             return  # a value no state holds: left to the encoder, which names it
-        refs = []
-        if REF_PREFIX in b"".join(encs):
-            refs = [(at[i], vals[i], encs[i]) for i in
-                    compress(range(n), map(methodcaller("startswith", REF_PREFIX), encs))]
-        # The root of a state is checked kid by kid (as the encoder does it): a flat
-        # snapshot of the whole state would be copied at every commit.
-        deep = None if root else DeepSnapshot.of([v for _, v, _ in kids])
-        entry = CacheEntry(value, keys, vals, REF_PREFIX + oid, kids, levels, pairs)
+        refs = [(at[i], vals[i], encs[i]) for i in compress(range(n), map(_is_ref, encs))]
+        entry = CacheEntry(value, keys, list(vals) if kind == SEQ else vals, REF_PREFIX + oid, kids, levels, pairs)
         if kind == MAP:
             entry.sorted_keys = keys
             entry.sorted_vals = vals
-        entry.deep = deep
+        entry.deep = None if root else held.deep
         self.cache.seed(value, entry, path, (levels, kind, node[0]))
         for step, v, enc in refs:
             self._seed(enc[len(REF_PREFIX):], v, (*path, step))

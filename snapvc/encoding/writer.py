@@ -14,8 +14,10 @@ same root id, whatever the dict insertion order or edit history):
 
 Commit cost follows what changed. The encoder keeps, per container object it has seen,
 a shallow snapshot of its contents (which objects it held, by identity) and what it
-encoded to (its ``CacheEntry`` in the ``EncodeCache``, ``snapvc.encoding.cache``). When the next state holds the same container with the same contents, its
-encoding is reused without re-serializing or re-hashing anything below it; a changed
+encoded to (its ``CacheEntry`` in the ``EncodeCache``, ``snapvc.encoding.cache``). When
+the next state holds the same container with the same contents, its encoding is reused
+without re-serializing or re-hashing anything below it (when exactly: the one rule in
+``snapvc.encoding.reuse``); a changed
 list or map re-encodes only its changed entries and rebuilds only the tree nodes they
 touch. Containers mutated in place are detected by the snapshot check, so reuse is
 always safe. A caller that tracks every change (``snapvc.State``) may instead name the
@@ -41,6 +43,7 @@ import msgpack
 from snapvc.encoding import arrays
 from snapvc.encoding.adapters import TypeAdapter, adapter_for_value
 from snapvc.encoding.cache import ADOPT_MIN, IMMUTABLE_TYPES, MUTABLE_CONTAINERS, CacheEntry, DeepSnapshot, EncodeCache
+from snapvc.encoding.identity import same_prefix
 from snapvc.encoding.chunker import CHUNK_THRESHOLD, chunk_spans, rechunk
 from snapvc.encoding.nodes import TAG_BYTES, TAG_DICT, TAG_LIST, TAG_STR, TAG_TUPLE, inner_payload, leaf_payload
 from snapvc.encoding.prolly import (
@@ -56,6 +59,7 @@ from snapvc.encoding.prolly import (
     text_leaf_hash_size,
     whole_entry,
 )
+from snapvc.encoding import reuse
 from snapvc.encoding.reader import Loader, MapView, SeqView
 from snapvc.encoding.values import (
     EXT_TUPLE,
@@ -129,7 +133,7 @@ class Encoder:
         """
         if type(state) is not dict:
             raise UnsupportedValueError("state", f"the state must be a dict with str keys, got {type(state).__name__}")
-        self._dirty = None if dirty_paths is None else _path_trie(dirty_paths)
+        self._dirty = None if dirty_paths is None else reuse.path_trie(dirty_paths)
         try:
             enc = self._encode_dict(state, force_node=True)
         finally:
@@ -147,17 +151,8 @@ class Encoder:
         return "state" + "".join(f"[{p!r}]" for p in self._path)
 
     def _hint(self) -> Any:
-        """Where the current path stands in the dirty-path trie: ``_DIRTY`` (a dirty path
-        or below one: check as usual), a dict (above one: its keys lead to dirty paths)
-        or ``_CLEAN`` (trusted unchanged)."""
-        node: Any = self._dirty  # a trie node, or one of the markers
-        for key in self._path:
-            if node is _DIRTY:
-                return _DIRTY
-            node = node.get(key)
-            if node is None:
-                return _CLEAN
-        return node
+        """Where the current path stands in the dirty-path trie (``reuse.hint_at``)."""
+        return reuse.hint_at(self._dirty, self._path)
 
     def _fail(self, reason: str) -> UnsupportedValueError:
         return UnsupportedValueError(self._where(), reason)
@@ -283,42 +278,10 @@ class Encoder:
 
     # -- dicts --------------------------------------------------------------------------
 
-    def _below_same(self, e: CacheEntry, hint: Any = None, current: Any = None) -> bool:
-        """True if nothing below ``e``'s container changed since it was encoded (its own
-        shallow contents are the caller's to check). ``hint``, a dict of the dirty paths
-        below (see ``encode_root``), limits the check to the children they lead to that
-        ``current`` (the container now) still holds: the others are trusted."""
-        if e.gen == self._gen:
-            return True
-        if type(hint) is dict:
-            kids = e.kids
-            for key in hint:
-                try:
-                    i = bisect_left(kids, key, key=first_key)
-                except TypeError:  # a key of another type than the container's
-                    return False
-                if i == len(kids) or kids[i][0] != key:
-                    continue  # not a container last time: the caller's shallow check sees a change
-                _, child, enc = kids[i]
-                try:
-                    still_there = current[key] is child
-                except (KeyError, IndexError, TypeError):
-                    still_there = False
-                if not still_there:
-                    continue  # replaced or gone: the caller's shallow check sees it
-                if not self._child_same(key, child, enc):
-                    return False
-            return True
-        if e.deep is not None:
-            return e.deep.same()
-        # Kid by kid: only those the container still holds matter (one it no longer holds,
-        # replaced in a rebuilt container, is encoded as the new value it is).
-        if type(current) is dict:
-            return all(self._child_same(key, child, enc) for key, child, enc in e.kids
-                       if current.get(key, _MISSING) is child)
-        n = len(current) if current is not None else 0
-        return all(self._child_same(key, child, enc) for key, child, enc in e.kids
-                   if key < n and current[key] is child)
+    def _unchanged(self, e: CacheEntry, container: Any, hint: Any, force_node: bool = False) -> tuple[bool, bool]:
+        """(whether ``e``'s encoding stands for ``container`` whole, whether nothing below
+        it changed): the rule is ``reuse.unchanged``."""
+        return reuse.unchanged(e, container, hint, self._gen, self._child_same, force_node)
 
     def _child_same(self, key: Any, child: Any, enc: bytes) -> bool:
         """Whether ``child``, at ``key`` below the current path, still encodes to ``enc``
@@ -390,11 +353,11 @@ class Encoder:
         commit fails. None if there is none, or if it is in use in this encoding."""
         if len(obj) < ADOPT_MIN:
             return None
-        e = self.cache.entry_at(tuple(self._path))
+        path = tuple(self._path)
+        e = self.cache.entry_at(path)
         if e is None or e.gen == self._gen or type(e.obj) is not type(obj):
             return None
-        self.cache.move(e, obj)
-        return e
+        return self.cache.move(e, obj, path)
 
     # -- dicts --------------------------------------------------------------------------
 
@@ -403,26 +366,15 @@ class Encoder:
             raise self._fail(f"nested deeper than {MAX_DEPTH} containers, the most a state may hold")
         owner = d if owner is None else owner
         e = self.cache.get(owner)
-        if e is not None and e.gen == self._gen and (not force_node or e.enc.startswith(REF_PREFIX)):
+        if e is not None and reuse.confirmed(e, self._gen, force_node):
             return e.enc  # already encoded in this run (checked, or met twice)
         below_same = False
         hint: Any = None if self._dirty is None else self._hint()
-        if e is None and owner is d and (hint is None or hint is _DIRTY):
+        if e is None and owner is d and reuse.may_take_over(hint):
             e = self._adopt(d)
         if e is not None:
-            if hint is _CLEAN and (not force_node or e.enc.startswith(REF_PREFIX)):
-                e.gen = self._gen
-                return e.enc
-            below_same = self._below_same(e, hint, d)
-            if (
-                below_same
-                and type(hint) is not dict  # above dirty paths: the changes path below finds them
-                and len(e.vals) == len(d)
-                and all(map(is_, d.values(), e.vals))
-                and all(map(is_, d, e.keys))
-                and (not force_node or e.enc.startswith(REF_PREFIX))
-            ):
-                e.gen = self._gen
+            whole, below_same = self._unchanged(e, d, hint, force_node)
+            if whole:
                 return e.enc
         # Same keys as last time (above dirty paths, the promise says so for every key off
         # them): re-encode only what changed.
@@ -460,10 +412,8 @@ class Encoder:
                 v = d[k]
                 t = type(v)
                 before = previous.get(k)
-                if before is not None and before[0] is v and (
-                    t in IMMUTABLE_TYPES
-                    or ((below_same or (above_dirty and k not in hint)) and t in MUTABLE_CONTAINERS)
-                ):
+                if before is not None and reuse.element_unchanged(before[0], v,
+                                                                  below_same or (above_dirty and k not in hint)):
                     entries.append(before[1])
                     if t in MUTABLE_CONTAINERS:
                         kids.append((k, v, before[1][1]))
@@ -515,6 +465,7 @@ class Encoder:
             redo = list(compress(e.keys, map(is_not, d.values(), e.vals)))
         if len(redo) * _FEW_CHANGES > len(d):
             return None
+        e = self.cache.writable(e, tuple(self._path))
         if type(e.vals) is not list:
             e.vals = list(e.vals)
         sorted_vals = e.sorted_vals
@@ -610,7 +561,8 @@ class Encoder:
             # Confirmed unchanged by its snapshot (what it holds, by identity), without
             # building its fields: a list of models costs what a list of dicts does.
             e = self.cache.get(v)
-            if e is not None and e.deep is not None and (e.gen == self._gen or e.deep.same()):
+            if reuse.typed_unchanged(e, self._gen):
+                assert e is not None
                 e.gen = self._gen
                 return e.enc
         try:
@@ -643,19 +595,15 @@ class Encoder:
         if len(self._path) >= MAX_DEPTH:
             raise self._fail(f"nested deeper than {MAX_DEPTH} containers, the most a state may hold")
         e = self.cache.get(s)
-        if e is not None and e.gen == self._gen:  # already encoded in this run (checked, or met twice)
-            return e.enc
+        if e is not None and reuse.confirmed(e, self._gen):
+            return e.enc  # already encoded in this run (checked, or met twice)
         below_same = False
         hint: Any = None if self._dirty is None else self._hint()
-        if e is None and (hint is None or hint is _DIRTY):
+        if e is None and reuse.may_take_over(hint):
             e = self._adopt(s)
         if e is not None:
-            if hint is _CLEAN:
-                e.gen = self._gen
-                return e.enc
-            below_same = self._below_same(e, hint, s)
-            if below_same and len(e.vals) == len(s) and all(map(is_, s, e.vals)):
-                e.gen = self._gen
+            whole, below_same = self._unchanged(e, s, hint)
+            if whole:
                 return e.enc
         oid = id(s)
         if oid in self._active:
@@ -669,32 +617,33 @@ class Encoder:
         try:
             # The common case is an append: the old elements are still there, unchanged,
             # and keep their encodings; only the new tail is encoded.
-            reuse = 0
+            kept = 0
             # Above dirty paths that are all new indexes past the end: an append, by the
             # promise (see ``encode_root``), with no pass over the old elements at all.
             n_old = len(e.vals) if e is not None else 0
             state_append = (e is not None and type(hint) is dict and len(s) > n_old
                             and all(type(k) is int and k >= n_old for k in hint))
-            if e is not None and (state_append or (below_same and all(map(is_, s, e.vals)))):
-                reuse = min(n_old, len(s))
-                if reuse == n_old and (e.deep is not None or state_append):
+            if e is not None and (state_append or (below_same and same_prefix(s, e.vals))):
+                kept = min(n_old, len(s))
+                if kept == n_old and (e.deep is not None or state_append):
                     # A pure append grows the remembered entry in place (undone if the
                     # commit fails), so a long list costs nothing per element here.
                     appended = True
+                    e = self.cache.writable(e, tuple(path))
                     self.cache.on_discard(_grow_undo(e))
                     entries = e.entries
                     kids = e.kids
                 else:
-                    entries = e.entries[:reuse]
-                    kids = [kid for kid in e.kids if kid[0] < reuse]
-            elif e is not None and type(hint) is dict and len(e.vals) == len(s) and all(map(is_, s, e.vals)):
+                    entries = e.entries[:kept]
+                    kids = [kid for kid in e.kids if kid[0] < kept]
+            elif e is not None and type(hint) is dict and len(e.vals) == len(s) and same_prefix(s, e.vals):
                 # Above dirty paths, holding the same elements: those off the dirty paths
                 # are trusted unchanged (see ``encode_root``); only the others are encoded.
-                reuse = len(s)
+                kept = len(s)
                 entries = list(e.entries)
                 kids = list(e.kids)
                 self.cache.keep([kid[1] for kid in kids])  # a later dirty path may lead through them
-                for i in sorted(k for k in hint if type(k) is int and 0 <= k < reuse):
+                for i in sorted(k for k in hint if type(k) is int and 0 <= k < kept):
                     path.append(i)
                     try:
                         enc = encode(s[i])
@@ -709,10 +658,10 @@ class Encoder:
             # before them) keep their encodings: immutable ones always, containers when the
             # snapshot confirmed everything below the old elements unchanged.
             moved: dict[int, bytes] = {}
-            if e is not None and reuse < len(s) and not appended:
+            if e is not None and kept < len(s) and not appended:
                 moved = {id(v): enc for v, enc in zip(e.vals, e.entries)
                          if type(v) in IMMUTABLE_TYPES or (below_same and e.deep is not None)}
-            for i in range(reuse, len(s)):
+            for i in range(kept, len(s)):
                 v = s[i]
                 known = moved.get(id(v)) if moved else None
                 if known is not None:
@@ -738,7 +687,7 @@ class Encoder:
                 enc = body if tag == TAG_LIST else self._pack(msgpack.ExtType(EXT_TUPLE, body))
         if not enc:
             enc, tree = self._build_node(SEQ, tag, entries, seq_leaf_hash_size, whole_entry, e,
-                                         prefix=reuse if appended else None)
+                                         prefix=kept if appended else None)
         if appended:
             assert e is not None
             if e.deep is not None:
@@ -864,32 +813,9 @@ class Encoder:
 _FEW_KIDS = 16
 # A dict is re-encoded entry by entry (not by its changes alone) once more than 1/_FEW_CHANGES of it changed.
 _FEW_CHANGES = 8
-_MISSING: Final = object()
 # A snapshot of more containers than this below a container of at most _FEW_KIDS
 # children is not copied into the container's own: checking the few kids is cheaper.
 _LARGE_SNAPSHOT = 256
-
-
-# Markers of the dirty-path trie (see ``Encoder.encode_root``).
-_DIRTY: Final = object()
-_CLEAN: Final = object()
-
-
-def _path_trie(paths: Iterable[tuple[Any, ...]]) -> Any:
-    """Nested dicts by path step; ``_DIRTY`` marks a dirty path (all below it is dirty)."""
-    root: dict[Any, Any] = {}
-    for path in paths:
-        if not path:
-            return _DIRTY
-        node = root
-        for key in path[:-1]:
-            child = node.setdefault(key, {})
-            if child is _DIRTY:
-                break
-            node = child
-        else:
-            node[path[-1]] = _DIRTY
-    return root
 
 
 def _same_prefix(plan: list[Any], nodes: list[NodeRec]) -> int:

@@ -31,8 +31,8 @@ from snapvc import tracing
 from snapvc.backends.base import Backend
 from snapvc.backends.open import open_backend
 from snapvc.encoding.paths import StatePath, parse_path
-from snapvc.encoding.reader import Loader, MapView, ObjectCache
-from snapvc.encoding.seed import Seeder
+from snapvc.encoding.reader import Built, Loader, MapView, ObjectCache
+from snapvc.encoding.seed import LoadRecord, Seeder
 from snapvc.encoding.writer import EncodeCache, Encoder
 from snapvc.errors import (
     CorruptObjectError,
@@ -73,7 +73,7 @@ _GC_RETRIES = 3
 _MAX_BRANCH_CACHES = 8
 _PREFETCH_COMMITS = 256
 _MAX_CACHED_COMMITS = 200_000
-# Where a gc sweeps beside writers: the most commits an encode cache's encodings may come
+# The most commits an encode cache's encodings may come
 # from (its last commit and the states loaded since), and the most commits walked to find
 # them among a new commit's ancestors (``RepositoryCore._may_rely_on``).
 _MAX_CACHE_SOURCES = 4
@@ -112,6 +112,9 @@ class RepositoryCore:
         self.author = author or _default_author()
         self.loader = Loader(self.store.get_many, ObjectCache(cache_bytes))
         self._encode_caches: dict[str, EncodeCache] = {}
+        # ref -> (its encode cache, what the state loaded last for it was built as): taught
+        # to that cache by the next commit on the ref (``_seed``), if the cache is still its
+        self._loads: dict[str, tuple[EncodeCache, LoadRecord]] = {}
         # Held by every write of this object (commits, ref moves, gc's sweep, a sync's
         # writes): one writer at a time per repository object, across threads.
         self.write_lock = threading.RLock()
@@ -310,6 +313,7 @@ class RepositoryCore:
     def _forget_cached(self) -> None:
         """Empty every cache this object owns (the caller holds ``write_lock``)."""
         self._encode_caches.clear()
+        self._loads.clear()
         self.store.forget_all()
         self.loader.cache.clear()
         self._commit_cache.clear()
@@ -338,6 +342,7 @@ class RepositoryCore:
             if ref is not None and expected != tip:  # the caller built on a tip that has moved since
                 raise RefConflictError(ref, expected, tip)
             cache = self._encode_cache(ref if ref is not None else "", parents)
+            self._teach(ref if ref is not None else "", cache)
             encoder = Encoder(cache, self.loader)
             try:
                 tree = encoder.encode_root(state, dirty_paths)
@@ -389,15 +394,34 @@ class RepositoryCore:
             return commit
 
     def _encode_cache(self, ref: str, parents: tuple[ObjectId, ...] | None = None) -> EncodeCache:
-        """The encode cache of ``ref``; a new, empty one when the commit being made with
-        ``parents`` may not rely on it (``_may_rely_on``)."""
+        """The encode cache of ``ref``, for a commit with ``parents`` (if given). When
+        ``ref``'s own does not hold its first parent (the first commit on a branch just
+        forked, or moved) but another branch's cache does (it stored or loaded that
+        commit), a fork of that one (``EncodeCache.fork``): the commit costs the change
+        from the parent. A new, empty one when the commit may not rely on either
+        (``_may_rely_on``)."""
         cache = self._encode_caches.pop(ref, None)
+        if parents and (cache is None or parents[0] not in cache.sources):
+            holder = self._cache_holding(parents[0])
+            if holder is not None and self._may_rely_on(holder, parents):
+                cache = holder.fork()
         if cache is None or (parents is not None and not self._may_rely_on(cache, parents)):
             cache = EncodeCache()
+        self._keep_encode_cache(ref, cache)
+        return cache
+
+    def _cache_holding(self, oid: ObjectId) -> EncodeCache | None:
+        """The most recently used encode cache that holds commit ``oid`` (stored or loaded
+        it last: ``EncodeCache.sources``), if one does."""
+        return next((c for c in reversed(self._encode_caches.values()) if oid in c.sources), None)
+
+    def _keep_encode_cache(self, ref: str, cache: EncodeCache) -> None:
+        self._encode_caches.pop(ref, None)
         self._encode_caches[ref] = cache  # most recently used last
         while len(self._encode_caches) > _MAX_BRANCH_CACHES:
-            del self._encode_caches[next(iter(self._encode_caches))]
-        return cache
+            oldest = next(iter(self._encode_caches))
+            del self._encode_caches[oldest]
+            self._loads.pop(oldest, None)
 
     def _may_rely_on(self, cache: EncodeCache, parents: tuple[ObjectId, ...]) -> bool:
         """Whether a commit with ``parents`` may reuse what ``cache`` names without storing
@@ -488,7 +512,13 @@ class RepositoryCore:
         """Create branch ``name`` at ``at`` (fork); ``force`` moves an existing one."""
         ref = branch_ref(name)
         commit = self.get_commit(self.resolve(at))
-        self._move(ref, commit.id, f"branch: created from {at}", must_not_exist=not force)
+        with self.write_lock:
+            self._move(ref, commit.id, f"branch: created from {at}", must_not_exist=not force)
+            # The new branch starts from what the cache holding its tip holds, so that its
+            # first commit costs the change, even if that cache's branch moves on first.
+            holder = self._cache_holding(commit.id)
+            if holder is not None:
+                self._keep_encode_cache(ref, holder.fork())
         return commit
 
     def branches(self) -> dict[str, ObjectId]:
@@ -502,6 +532,7 @@ class RepositoryCore:
             raise RefError(ref, f"cannot delete branch {name!r}: HEAD is on it; check out another branch first")
         old = self._move(ref, None, "branch: deleted", must_exist=True)
         self._encode_caches.pop(ref, None)
+        self._loads.pop(ref, None)
         assert old is not None
         return old
 
@@ -587,35 +618,54 @@ class RepositoryCore:
         HEAD stays where it is (``switch`` moves it). The next commit of the state, changed,
         to the branch ``rev`` names (or HEAD's, for any other rev) costs the change."""
         commit = self.get_commit(self.resolve(rev))
-        state: dict[str, Any] = self.loader.materialize(commit.tree)
+        built: list[Built] = []
+        state: dict[str, Any] = self.loader.materialize(commit.tree, built)
         branch = None
         if isinstance(rev, str) and ref_name_problem(HEADS + rev) is None and self.refs.get(HEADS + rev) is not None:
             branch = HEADS + rev
-        self._seed(branch, commit, state)
+        self._seed(branch, commit, built)
         return state
 
     def load_state(self, commit_id: ObjectId, ref: str) -> dict[str, Any]:
         """The state of commit ``commit_id`` as a fresh dict, taught to ``ref``'s encode
         cache (``State`` loads its working copy so)."""
         commit = self.get_commit(commit_id)
-        state: dict[str, Any] = self.loader.materialize(commit.tree)
-        self._seed(ref, commit, state)
+        built: list[Built] = []
+        state: dict[str, Any] = self.loader.materialize(commit.tree, built)
+        self._seed(ref, commit, built)
         return state
 
-    def _seed(self, ref: str | None, commit: Commit, state: dict[str, Any]) -> None:
-        """Teach the encode cache of ``ref`` (default: HEAD's branch, where a commit of
-        ``state`` goes by default) what ``state``, just materialized from ``commit``'s
-        tree, is stored as: the next commit of it, changed, costs the change (see
-        ``snapvc.encoding.seed``), if ``commit`` is that commit's parent or an ancestor
-        of it (``_may_rely_on``)."""
+    def _seed(self, ref: str | None, commit: Commit, built: list[Built]) -> None:
+        """Record for the encode cache of ``ref`` (default: HEAD's branch, where a commit
+        of the state goes by default) what the state just materialized from ``commit``'s
+        tree was built as (``built``): the next commit on ``ref`` is taught it first
+        (``_teach``), so that the state, changed, costs the change (see
+        ``snapvc.encoding.seed``), if ``commit`` is that commit's parent or an ancestor of
+        it (``_may_rely_on``). What an earlier load recorded or taught is forgotten."""
+        record = LoadRecord(bytes(commit.tree), built)  # before the caller can change the state
         with self.write_lock:
             key = ref or self.branch_ref(None)
             cache = self._encode_cache(key)
-            if self.backend.sweeps_beside_writers and commit.id not in cache.sources:
+            if commit.id not in cache.sources:
                 if len(cache.sources) >= _MAX_CACHE_SOURCES:  # a cache taught by many states: start again
-                    cache = self._encode_caches[key] = EncodeCache()
+                    if self.backend.sweeps_beside_writers:
+                        cache = self._encode_caches[key] = EncodeCache()
+                    else:  # (elsewhere the sources only tell a fork which cache holds its parent)
+                        cache.sources.clear()
                 cache.sources.add(commit.id)
-            Seeder(self.loader, cache).seed(bytes(commit.tree), state)
+            cache.start_loading()
+            self._loads[key] = (cache, record)
+
+    def _teach(self, ref: str, cache: EncodeCache) -> None:
+        """Teach ``cache``, about to encode a commit on ``ref``, what the state loaded last
+        for ``ref`` was built as (``_seed``), if it was recorded for this very cache."""
+        cache_and_record = self._loads.pop(ref, None)
+        if cache_and_record is None or cache_and_record[0] is not cache:
+            return
+        try:
+            Seeder(self.loader, cache).seed(cache_and_record[1])
+        except (ObjectNotFoundError, CorruptObjectError):  # (a sweep meanwhile): the state is encoded anew
+            cache.start_loading()
 
     def snapshot(self, rev: str | ObjectId = "HEAD") -> MapView:
         """A lazy, read-only view of the state at ``rev``: reading one key loads only the

@@ -8,11 +8,13 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 from snapvc.backends.base import Backend, IdMap, UpgradeResult
 from snapvc.backends.sqlite.commit_index import SqliteCommitIndex
 from snapvc.backends.sqlite.file import BATCH, FORMAT_VERSION, PACKS_FORMAT, SqliteFile, wrong
+from snapvc.backends.sqlite.layout import branch_states
 from snapvc.backends.sqlite.objects import SqliteObjectStore
 from snapvc.backends.sqlite.packs import SqlitePackStore
 from snapvc.backends.sqlite.refs import SqliteRefStore
@@ -60,7 +62,12 @@ class SqliteBackend(Backend):
     def __init__(self, location: str, file: SqliteFile, clock: Callable[[], float] = time.time) -> None:
         # Format 3 keeps objects in packs; formats 1 and 2, one frame a row.
         objects = SqlitePackStore(file, clock) if file.format >= PACKS_FORMAT else SqliteObjectStore(file, clock)
-        super().__init__(location, objects, SqliteRefStore(file, clock), SqliteCommitIndex(file, clock))
+        refs, commits = SqliteRefStore(file, clock), SqliteCommitIndex(file, clock)
+        if isinstance(objects, SqlitePackStore):
+            # Bound to the ref store and the commit index only: the pack store holds no
+            # reference back to its backend.
+            objects.read_roots = partial(branch_states, refs, commits)
+        super().__init__(location, objects, refs, commits)
         self.file = file
         self._clock = clock
 

@@ -17,6 +17,9 @@ recompresses their frames as one zstd frame at ``SEAL_LEVEL`` (joined with recen
 sealed packs, up to ``JOIN_BYTES``), and swaps the new pack in for the rows it replaces
 in one short transaction. It never holds the write lock while it compresses, and a crash
 at any instant leaves either the old rows or the new pack: the objects are always there.
+A sealed pack puts first what a fresh read asks for first: the branches' newest states,
+from their roots down (``snapvc.backends.sqlite.layout``); only the order of its objects
+changes, which its ``ids`` and ``sizes`` record as for any pack.
 
 Table ``packs`` (one row a block or a pack)::
 
@@ -24,8 +27,8 @@ Table ``packs`` (one row a block or a pack)::
     stream  INTEGER NOT NULL     the number of its stream's first block (its own, for a pack)
     state   INTEGER NOT NULL     OPEN: its writer may append to the stream; FINISHED: the
                                  stream's last block; PACKED: a pack written whole, at the
-                                 write level, or sealed fast by a closing repository
-                                 (still to seal); SEALED: a pack sealed at SEAL_LEVEL
+                                 write level, or rewritten by gc (still to seal); SEALED:
+                                 a pack sealed at SEAL_LEVEL
     time    INTEGER NOT NULL     when it was written (seconds): the age of its objects for
                                  gc's grace period (a sealed pack: the youngest it joined)
     ids     BLOB NOT NULL        its objects' ids, 32 bytes each, in order
@@ -35,12 +38,14 @@ Table ``packs`` (one row a block or a pack)::
 
 Finding an object by id: every row's ``ids`` and ``sizes`` are read into memory the first
 time any object is looked up (the *directory*: id -> stream, offset in the stream's
-decoded bytes, length), then kept current: ``PRAGMA data_version`` tells when another
+decoded bytes, length; its first ``SEARCHES`` lookups search the rows' ``ids``, and only
+a read of more indexes every id), then kept current: ``PRAGMA data_version`` tells when another
 connection wrote, and meta key ``pack_generation`` (bumped by every swap and gc) whether
 rows were replaced (a full reload) or only added (read the new rows). A read decodes a
 stream from its start up to what it needs, and keeps the decoded bytes and the
 decompressor (``_StreamReader``) so that the next read of the same stream goes on from
-there.
+there; a pack's row is fetched from the file in parts (``FETCH_BYTES`` first), as far as
+the read decodes.
 
 Deleting (gc) rewrites every stream holding a deleted object without it, as a pack; a
 writer whose open stream was rewritten meanwhile finds its last block gone and starts a
@@ -73,6 +78,7 @@ from dataclasses import dataclass
 import zstandard
 
 from snapvc.backends.sqlite.file import BackgroundWork, SqliteFile, batched, is_number, wrong
+from snapvc.backends.sqlite.layout import WALK_BYTES, read_order
 from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError, SnapvcError
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported, with_prefix
@@ -84,11 +90,16 @@ __all__ = ["SqlitePackStore", "OPEN", "FINISHED", "PACKED", "SEALED", "STREAM_BL
 OPEN, FINISHED, PACKED, SEALED = 0, 1, 2, 3
 _STATES = {OPEN: "open", FINISHED: "finished", PACKED: "packed", SEALED: "sealed"}
 
-# Blocks are compressed fast, as they are written; the sealer recompresses at a high
-# level, where zstd searches far back for matches (measured on the agent run's frames:
-# one stream of 128 commits is 802 KB at level 3, 653 KB at level 19).
+# Blocks are compressed fast, as they are written; the sealer recompresses them together
+# at a level where zstd searches further back for matches. Measured on the agent run's
+# 4.9 MB of frames (500 steps), as one pack: level 3 makes 783 KB in 20 ms, level 9
+# 633 KB in 82 ms, level 12 612 KB in 0.2 s, level 19 557 KB in 1.7 s, with a context of
+# 40-80 MiB. Level 9 keeps sealing a fraction of what the commits cost (1.2 s of CPU for
+# those 500 steps) and its context near 20 MiB (with a window of JOIN_BYTES: on 2,000
+# steps' 16.6 MB of frames, 8 MiB packs are 1.89 MB where level 9's own 4 MiB window
+# makes 2.14 MB, and level 19 1.67 MB in 25 times the time).
 WRITE_LEVEL = 3
-SEAL_LEVEL = 19
+SEAL_LEVEL = 9
 # A stream ends after this many blocks or bytes of frames: a cold read of its last block
 # decodes at most this much.
 STREAM_BLOCKS = 128
@@ -103,16 +114,18 @@ JOIN_BYTES = 8 << 20
 # them: a large state's packs stay as written (recompressing hundreds of MB at the seal
 # level would keep a core busy for minutes, to save a sixth of the bytes at best).
 SEAL_PACKED_BYTES = 16 << 20
-# A repository closing after it wrote seals what is pending: at SEAL_LEVEL if it is at
-# most CLOSE_SEAL_BYTES, else at CLOSE_FAST_LEVEL if at most CLOSE_FAST_BYTES (each a
-# fraction of a second; measured on the agent run's 4.9 MB of frames, level 9 makes
-# 668 KB in 0.09 s where level 19 makes 582 KB in 1.7 s). More is left to the next
-# writer's sealer. A pack sealed fast is PACKED: the next seal at SEAL_LEVEL takes it up.
-CLOSE_SEAL_BYTES = 1 << 20
-CLOSE_FAST_LEVEL = 9
-CLOSE_FAST_BYTES = 8 << 20
+# A repository closing after it wrote seals what is pending if it is at most
+# CLOSE_SEAL_BYTES (a tenth of a second at SEAL_LEVEL); more is left to the next writer's
+# sealer.
+CLOSE_SEAL_BYTES = 8 << 20
 # An open stream whose last block is this old lost its writer (a crash): it is sealed.
 STALE_SECONDS = 3600
+# A read fetches a pack's row from the file in parts, the first this large: what a read
+# of the objects at its start needs, not the whole pack.
+FETCH_BYTES = 64 << 10
+# A newly loaded directory answers this many lookups by searching its rows' ids, before
+# it indexes every id (see ``SqlitePackStore._locate``).
+SEARCHES = 64
 # Decoded bytes kept for reads, across streams (the least recently read go first).
 CACHE_BYTES = 64 << 20
 # The most decoded bytes a stream or pack may declare (its rows' sizes, added up): what a
@@ -183,8 +196,30 @@ class _Block:
     time: float
     start: int  # offset of its first byte in its stream's decoded bytes
     size: int  # its decoded bytes
-    ids: list[bytes]
+    raw_ids: bytes  # its ``ids`` column
     lengths: list[int]  # each object's frame length, in order
+    _ids: list[bytes] | None = None
+
+    @property
+    def ids(self) -> list[bytes]:
+        """Its objects' ids, in order: plain bytes, as fast to make as to look up by an
+        ObjectId (a bytes subclass with bytes' hash and equality)."""
+        if self._ids is None:
+            raw = self.raw_ids
+            self._ids = [raw[i : i + ID_SIZE] for i in range(0, len(raw), ID_SIZE)]
+        return self._ids
+
+    def find(self, oid: bytes) -> tuple[int, int] | None:
+        """(offset in its stream, length) of ``oid`` if this row holds it, by a search of
+        its ``ids`` column."""
+        raw = self.raw_ids
+        at = raw.find(oid)
+        while at % ID_SIZE and at != -1:
+            at = raw.find(oid, at + 1)
+        if at == -1:
+            return None
+        index = at // ID_SIZE
+        return self.start + sum(self.lengths[:index]), self.lengths[index]
 
 
 class _StreamReader:
@@ -200,6 +235,7 @@ class _StreamReader:
         self.decompressor = BlockFeeder(zstandard.ZstdDecompressor(max_window_size=WINDOW_MAX)) \
             if decompress else None
         self.next_block = stream  # the first block not yet fetched (in number order)
+        self.fetched = 0  # of a stream's last row, fetched in parts: the bytes fetched so far
         self.ended = False  # decoded to its declared end, and checked that nothing follows
 
 
@@ -219,11 +255,19 @@ class SqlitePackStore:
 
     capabilities = StoreCapabilities(compresses=True)
 
-    def __init__(self, file: SqliteFile, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, file: SqliteFile, clock: Callable[[], float] = time.time,
+                 read_roots: Callable[[], list[ObjectId]] = list) -> None:
         self.file = file
         self._clock = clock
+        # The trees a fresh read starts at, newest first (the branches' states): what a
+        # sealed pack puts first (``layout.read_order``).
+        self.read_roots = read_roots
         file.make_tables(_SCHEMA)
-        self._where: dict[bytes, tuple[int, int, int]] = {}  # id -> (block, offset in stream, length)
+        # id -> (block, offset in stream, length), of every row but the newest ``_unindexed``:
+        # read through ``_indexed`` or ``_locate``.
+        self._where: dict[bytes, tuple[int, int, int]] = {}
+        self._unindexed: list[int] = []  # the rows whose ids are not in ``_where`` yet, in order
+        self._searches = 0  # lookups answered by a search of the rows since the directory was loaded
         self._blocks: dict[int, _Block] = {}
         self._streams: dict[int, list[int]] = {}  # stream -> its blocks' numbers, in order
         self._damaged: dict[str, str] = {}  # rows the directory left out, and why
@@ -262,6 +306,8 @@ class SqlitePackStore:
         for None)."""
         if after is None:
             self._where.clear()
+            self._unindexed.clear()
+            self._searches = 0
             self._blocks.clear()
             self._streams.clear()
             self._damaged.clear()
@@ -313,19 +359,45 @@ class SqlitePackStore:
         if blocks:
             last = self._blocks[blocks[-1]]
             start = last.start + last.size
-        offset = start
-        # Plain bytes, as fast to make as to look up by an ObjectId (a bytes subclass with
-        # bytes' hash and equality).
-        block_ids = [ids[i : i + ID_SIZE] for i in range(0, len(ids), ID_SIZE)]
-        where = self._where
-        held = len(where)
-        for oid, length in zip(block_ids, lengths):
-            where[oid] = (number, offset, length)
-            offset += length
-        self._copies += len(block_ids) - (len(where) - held)
         blocks.append(number)
-        self._blocks[number] = _Block(number, stream, state, float(mtime), start, offset - start, block_ids,  # type: ignore[arg-type]  # a number: checked above
-                                      lengths)
+        self._blocks[number] = _Block(number, stream, state, float(mtime), start, sum(lengths), ids, lengths)  # type: ignore[arg-type]  # a number: checked above
+        self._unindexed.append(number)
+
+    def _indexed(self) -> dict[bytes, tuple[int, int, int]]:
+        """The whole directory's index, id -> (block, offset in stream, length): the rows
+        not in it yet are added (the caller holds the lock)."""
+        if self._unindexed:
+            where = self._where
+            for number in self._unindexed:
+                block = self._blocks.get(number)
+                if block is None:
+                    continue
+                held = len(where)
+                offset = block.start
+                for oid, length in zip(block.ids, block.lengths):
+                    where[oid] = (number, offset, length)
+                    offset += length
+                self._copies += len(block.ids) - (len(where) - held)
+            self._unindexed.clear()
+        return self._where
+
+    def _locate(self, oid: bytes) -> tuple[int, int, int] | None:
+        """Where ``oid`` is, as ``_indexed()`` has it (the caller holds the lock). The first
+        ``SEARCHES`` lookups of a newly loaded directory that the index cannot answer yet
+        search the rows' ``ids`` columns instead, the newest row first (a read of a few
+        objects in a fresh process: indexing every id would cost more than the read);
+        the lookup after those indexes every row."""
+        found = self._where.get(oid)
+        if found is not None or not self._unindexed:
+            return found
+        if self._searches >= SEARCHES:
+            return self._indexed().get(oid)
+        self._searches += 1
+        for number in reversed(self._unindexed):
+            block = self._blocks.get(number)
+            if block is not None and (place := block.find(oid)) is not None:
+                return number, place[0], place[1]
+        return None
 
     def _declared(self, stream: int) -> int:
         """The decoded bytes the rows of ``stream`` in the directory declare."""
@@ -337,6 +409,7 @@ class SqlitePackStore:
 
     def _forget_rows(self, numbers: Iterable[int]) -> None:
         """Drop rows deleted by this process (a swap, a gc) from the directory."""
+        self._indexed()
         for number in numbers:
             block = self._blocks.pop(number, None)
             if block is None:
@@ -420,18 +493,47 @@ class SqlitePackStore:
         return reader.decoded
 
     def _compressed_rows(self, stream: int, reader: _StreamReader) -> bytes:
-        """The compressed bytes of the rows of ``stream`` that ``reader`` has not fetched
-        yet (the caller holds the lock)."""
+        """The next compressed bytes of the rows of ``stream`` that ``reader`` has not
+        fetched yet (the caller holds the lock): all the rows left, or, once one is left
+        (a pack is one row), its next part (``_row_part``)."""
         later = [n for n in self._streams[stream] if n >= reader.next_block]
         if not later:
             return b""
+        if len(later) == 1:
+            part = self._row_part(later[0], reader)
+            if part is not None:
+                return part
         rows = self.file.conn.execute(
             "SELECT number, CAST(data AS BLOB) FROM packs WHERE stream = ? AND number >= ? ORDER BY number",
             (stream, later[0])).fetchall()
         if not rows:
             return b""
         reader.next_block = rows[-1][0] + 1
-        return b"".join(data for _, data in rows)
+        data = b"".join(data for _, data in rows)
+        if reader.fetched:
+            data = data[reader.fetched :]
+            reader.fetched = 0
+        return data
+
+    def _row_part(self, number: int, reader: _StreamReader) -> bytes | None:
+        """The next part of row ``number``'s data after the ``reader.fetched`` bytes fetched
+        already: ``FETCH_BYTES`` at first, then as much again as fetched so far, so that a
+        read of the objects at a pack's start reads only that part of it from the file,
+        and a read of all of it fetches it in a few parts. None if the row cannot be read
+        in parts (its data is not a blob: damage, which the whole row's read names)."""
+        try:
+            with self.file.conn.blobopen("packs", "data", number, readonly=True) as blob:
+                blob.seek(reader.fetched)
+                part = blob.read(max(FETCH_BYTES, reader.fetched))
+                left = len(blob) - blob.tell()
+        except sqlite3.Error:
+            return None
+        if left:
+            reader.fetched += len(part)
+        else:
+            reader.next_block = number + 1
+            reader.fetched = 0
+        return part
 
     def _trim_readers(self) -> None:
         """Drop the least recently read streams' decoded bytes past CACHE_BYTES (this
@@ -462,7 +564,7 @@ class SqlitePackStore:
             self._current()
             by_stream: dict[int, list[tuple[int, int, ObjectId]]] = {}
             for oid in ids:
-                found = self._where.get(oid)
+                found = self._locate(oid)
                 if found is not None:
                     by_stream.setdefault(self._blocks[found[0]].stream, []).append((found[1], found[2], oid))
             for stream, wanted in by_stream.items():
@@ -490,7 +592,8 @@ class SqlitePackStore:
     def has_many(self, ids: Iterable[ObjectId]) -> set[ObjectId]:
         with self._snapshot() as c:
             self._current()
-            found = {oid: self._where[oid][0] for oid in ids if oid in self._where}
+            where = self._indexed()
+            found = {oid: where[oid][0] for oid in ids if oid in where}
             # Their rows, asked of the file: a write it skipped (a trigger, a damaged
             # file) must not count as stored, though this process remembers writing it.
             rows: set[int] = set()
@@ -502,12 +605,12 @@ class SqlitePackStore:
     def ids_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[ObjectId]:
         with self._snapshot():
             self._current()
-            return with_prefix(sorted(ObjectId(oid) for oid in self._where), hex_prefix, limit)
+            return with_prefix(sorted(ObjectId(oid) for oid in self._indexed()), hex_prefix, limit)
 
     def iter_ids(self) -> Iterator[ObjectId]:
         with self._snapshot():
             self._current()
-            ids = [ObjectId(oid) for oid in self._where]
+            ids = [ObjectId(oid) for oid in self._indexed()]
             if self._damaged:
                 raise self.file.damaged(dict(self._damaged), ids)
         return iter(ids)
@@ -515,13 +618,14 @@ class SqlitePackStore:
     def mtimes(self, ids: Iterable[ObjectId]) -> dict[ObjectId, float]:
         with self._snapshot():
             self._current()
-            return {oid: self._blocks[found[0]].time for oid in ids if (found := self._where.get(oid)) is not None}
+            where = self._indexed()
+            return {oid: self._blocks[found[0]].time for oid in ids if (found := where.get(oid)) is not None}
 
     def sizes(self) -> StoreSizes:
         with self._snapshot():
             self._current()
             total = self.file.conn.execute("SELECT coalesce(sum(length(data)), 0) FROM packs").fetchone()[0]
-            return StoreSizes(objects=len(self._where), stored_bytes=total)
+            return StoreSizes(objects=len(self._indexed()), stored_bytes=total)
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -616,10 +720,11 @@ class SqlitePackStore:
         doomed = set(ids)
         with self.file.transaction():
             self._current()
-            present = {oid for oid in doomed if oid in self._where}
+            where = self._indexed()
+            present = {oid for oid in doomed if oid in where}
             if not present:
                 return 0
-            streams = sorted({self._blocks[self._where[oid][0]].stream for oid in present})
+            streams = sorted({self._blocks[where[oid][0]].stream for oid in present})
             for stream in streams:
                 blocks = [self._blocks[n] for n in self._streams[stream]]
                 kept: list[tuple[ObjectId, bytes]] = []
@@ -781,6 +886,7 @@ class SqlitePackStore:
             if oid not in seen:
                 seen.add(oid)
                 unique.append((oid, frame))
+        unique = read_order(unique, self._read_roots(), self._walk_lookup())
         body = _compress_stopping(b"".join(frame for _, frame in unique), level, stopping)
         if body is None:
             return False  # the repository is closing: the rows stay as they are
@@ -803,6 +909,42 @@ class SqlitePackStore:
             self._bump_generation()
         self.file.release_free_pages()
         return True
+
+    def _read_roots(self) -> list[ObjectId]:
+        """``read_roots()``, or none if they cannot be read now (a busy or damaged file:
+        the order of a pack is only a hint)."""
+        try:
+            with self.file.lock:
+                return self.read_roots()
+        except (SnapvcError, sqlite3.Error):
+            return []
+
+    def _walk_lookup(self) -> Callable[[bytes], bytes | None]:
+        """The frame of an object in another pack, for the walk of ``read_order``: read
+        under the lock one at a time (a seal holds no lock while it orders and compresses),
+        decoding at most ``layout.WALK_BYTES`` more of other packs in all; None beyond."""
+        left = [WALK_BYTES]
+
+        def lookup(oid: bytes) -> bytes | None:
+            with self._snapshot():
+                self._current()
+                found = self._indexed().get(oid)
+                if found is None:
+                    return None
+                number, offset, length = found
+                stream = self._blocks[number].stream
+                reader = self._readers.get(stream)
+                cost = offset + length - (len(reader.decoded) if reader is not None else 0)
+                if cost > left[0]:
+                    return None
+                left[0] -= max(cost, 0)
+                try:
+                    decoded = self._decoded(stream, offset + length, ObjectId(oid))
+                except CorruptObjectError:
+                    return None
+                return bytes(decoded[offset : offset + length])
+
+        return lookup
 
     def seal_all(self, budget: int | None = None, level: int = SEAL_LEVEL) -> int:
         """Seal everything there is to seal, now, at ``level`` (``snapvc gc``; a repository
@@ -855,8 +997,8 @@ class SqlitePackStore:
             sealer.stop()
         try:
             self.finish_stream()
-            if self._wrote and not self.seal_all(CLOSE_SEAL_BYTES):
-                self.seal_all(CLOSE_FAST_BYTES, CLOSE_FAST_LEVEL)
+            if self._wrote:
+                self.seal_all(CLOSE_SEAL_BYTES)
         except RepositoryError:
             pass  # busy or read-only: sealing only saves space, and the next writer seals it
         except SnapvcError as exc:  # the commits are stored: sealing only saves space
@@ -889,8 +1031,12 @@ _SEAL_STEP = 256 << 10
 def _compress_stopping(raw: bytes, level: int, stopping: Callable[[], bool]) -> bytes | None:
     """``raw`` as one zstd frame (its size in the header), or None if ``stopping()``
     turned true meanwhile: a closing repository does not wait for a whole seal."""
-    compressor = zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=False)
-    stream = compressor.compressobj(size=len(raw))
+    # A window as large as the pack (up to JOIN_BYTES): the level's own is 4 MiB, and
+    # what a pack repeats from further back would be stored again.
+    window = min(JOIN_BYTES.bit_length() - 1, max(10, (len(raw) - 1).bit_length()))
+    params = zstandard.ZstdCompressionParameters.from_level(level, source_size=len(raw), window_log=window,
+                                                            write_content_size=True, write_checksum=False)
+    stream = zstandard.ZstdCompressor(compression_params=params).compressobj(size=len(raw))
     out = []
     for start in range(0, len(raw), _SEAL_STEP):
         if stopping():

@@ -28,13 +28,17 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 from snapvc.backends.base import UpgradeResult
 from snapvc.backends.sqlite import commit_index, refs
+from snapvc.backends.sqlite.commit_index import SqliteCommitIndex
 from snapvc.backends.sqlite.file import PACKS_FORMAT, PACKS_PAGE_SIZE, SqliteFile
+from snapvc.backends.sqlite.layout import branch_states
 from snapvc.backends.sqlite.objects import SqliteObjectStore
 from snapvc.backends.sqlite.packs import SqlitePackStore
+from snapvc.backends.sqlite.refs import SqliteRefStore
 from snapvc.errors import RepositoryError
 from snapvc.ids import ObjectId
 from snapvc.store.codec import CompressedStore, VerifiedStore, open_object_store
@@ -133,9 +137,12 @@ def upgrade_file(file: SqliteFile, clock: Callable[[], float] = time.time) -> Up
 
 
 def _finish(file: SqliteFile, packs: SqlitePackStore) -> None:
-    """What follows the upgrade's transaction: compact the file, seal the packs."""
+    """What follows the upgrade's transaction: compact the file, seal the packs (the
+    branches' newest states first, as a sealer's: the refs and commits are at format 3
+    by now)."""
     try:
         _compact(file)
+        packs.read_roots = partial(branch_states, SqliteRefStore(file), SqliteCommitIndex(file))
         packs.seal_all()
     finally:
         packs.close()

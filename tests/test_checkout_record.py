@@ -1,0 +1,207 @@
+"""A checkout records what it hands out; the next commit is taught it.
+
+A checkout decodes each stored object of the state once and walks nothing again: what the
+next commit needs to recognise the state (``snapvc.encoding.seed``) is cut from the stored
+objects at that commit, from what the checkout recorded of each container as it was built.
+Whatever is changed in place between the two, in any container shape, is stored. Work is
+counted (objects decoded, containers encoded), never timed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import snapvc
+from snapvc.encoding import nodes, reader, seed, splice, writer
+from snapvc.objects import BLOB
+from tests.test_chunking import fresh_tree
+from tests.test_commit_shapes import Message, Note, Point
+
+
+def shapes() -> dict[str, Any]:
+    """A state of every container shape, each large enough to be stored as an object of
+    its own (and the long list and map as trees of several nodes)."""
+    return {
+        "dict": {f"k{i}": {"v": [i], "text": f"value {i} " * 20} for i in range(20)},
+        "list": [{"i": i, "tags": [i, "t"], "text": f"item {i} " * 15} for i in range(40)],
+        "tuple": tuple({"i": i, "pair": (i, [i]), "text": f"t{i} " * 10} for i in range(60)),
+        "nested": {"a": {"b": [{"c": [1, 2, {"d": "x" * 3000}]}, {"e": {"f": [{"g": "deep " * 600}]}}]}},
+        "typed": [Message(role="user", content=f"m{i} " * 40, meta={"i": [i]}) for i in range(30)],
+        "notes": [Note(f"title {i}", ["a", "b"], {"n": [i]}) for i in range(30)] + [Point(i, ["p"]) for i in range(30)],
+        "long_list": [{"i": i, "payload": [i, {"x": "y" * (i % 50)}]} for i in range(300)],
+        "big_map": {f"key-{i:04d}": {"v": i, "w": [i, i + 1]} for i in range(200)},
+        "text": "a long document " * 400,
+        "counters": {"step": 0},
+    }
+
+
+def _replace_key(state: dict[str, Any]) -> None:
+    del state["big_map"]["key-0042"]
+    state["big_map"]["key-0042b"] = {"v": 42, "w": [42, 43]}  # as many keys as before
+
+
+# Each changes the checked-out state in place, deep inside, leaving every container it
+# passes through the same object. Some changes keep the value equal (``==``) to what was
+# stored but not its encoding: 1 -> 1.0, 1 -> True, 0.0 -> -0.0.
+CHANGES: dict[str, Callable[[dict[str, Any]], None]] = {
+    "dict: a value's list grows": lambda s: s["dict"]["k3"]["v"].append("x"),
+    "dict: a key replaced": lambda s: s["dict"]["k4"].update({"w": s["dict"]["k4"].pop("v")}),
+    "list: an int becomes an equal float": lambda s: s["list"][5]["tags"].__setitem__(0, 5.0),
+    "list: an int becomes an equal bool": lambda s: s["list"][1].__setitem__("i", True),
+    "list: an element's key replaced, same length": lambda s: s["list"][2].update({"j": s["list"][2].pop("i")}),
+    "tuple: a list inside an inner tuple": lambda s: s["tuple"][3]["pair"][1].append("in place"),
+    "tuple: 0 becomes -0.0": lambda s: s["tuple"][0].__setitem__("i", -0.0),
+    "nested: five levels down": lambda s: s["nested"]["a"]["b"][1]["e"]["f"][0].__setitem__("g", "changed"),
+    "nested: a long string replaced": lambda s: s["nested"]["a"]["b"][0]["c"][2].__setitem__("d", "z" * 3000),
+    "typed: a pydantic model's field": lambda s: s["typed"][2].meta["i"].append("m"),
+    "typed: a model's attribute set": lambda s: setattr(s["typed"][7], "content", "rewritten"),
+    "typed: a dataclass's list": lambda s: s["notes"][3].tags.append("c"),
+    "typed: a slots dataclass's list": lambda s: s["notes"][33].labels.append("q"),
+    "long list: deep in an element": lambda s: s["long_list"][150]["payload"][1].__setitem__("x", "z"),
+    "long list: an element replaced": lambda s: s["long_list"].__setitem__(250, {"i": "new"}),
+    "big map: a value's list grows": lambda s: s["big_map"]["key-0123"]["w"].append(-1),
+    "big map: a key replaced, same size": _replace_key,
+}
+
+
+def count_encoded_below(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A counter of the dicts and typed values the encoder meets inside the state's
+    top-level containers (met again and found unchanged, or encoded)."""
+    calls = [0]
+    encode_dict = writer.Encoder._encode_dict
+
+    def counting(self: writer.Encoder, *args: Any, **kwargs: Any) -> bytes:
+        calls[0] += len(self._path) >= 2
+        return encode_dict(self, *args, **kwargs)
+
+    monkeypatch.setattr(writer.Encoder, "_encode_dict", counting)
+    return calls
+
+
+def _decodes(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counters of the nodes the reader and the seeder decode, and of the containers the
+    seeder cuts encodings from."""
+    counts = {"reader": 0, "seeder": 0}
+
+    def counting(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            counts[name] += 1
+            return function(*args, **kwargs)
+
+        return counted
+
+    monkeypatch.setattr(reader, "decode_node", counting("reader", nodes.decode_node))
+    for module in (seed, splice):
+        monkeypatch.setattr(module, "decode_node", counting("seeder", nodes.decode_node))
+    monkeypatch.setattr(seed, "seq_leaf_encodings", counting("seeder", nodes.seq_leaf_encodings))
+    monkeypatch.setattr(seed, "map_leaf_encodings", counting("seeder", nodes.map_leaf_encodings))
+    return counts
+
+
+def _nodes_of(repo: snapvc.Repository, tree: snapvc.ObjectId) -> int:
+    """How many distinct objects below ``tree`` are nodes (not chunks of text)."""
+    seen: set[bytes] = set()
+    frontier = [bytes(tree)]
+    count = 0
+    while frontier:
+        oid = frontier.pop()
+        if oid in seen:
+            continue
+        seen.add(oid)
+        data = repo.loader.fetch(oid)
+        if data[0] == BLOB:
+            continue
+        count += 1
+        frontier += nodes.children_of(*nodes.decode_node(oid, data, rebuild_types=False))
+    return count
+
+
+def test_a_checkout_decodes_each_node_once_and_teaches_nothing(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        c = repo.commit(shapes())
+        expected = _nodes_of(repo, c.tree)
+    counts = _decodes(monkeypatch)
+    with snapvc.open(path) as repo:
+        for _ in range(3):  # checkouts not followed by a commit: none teaches anything
+            state = repo.checkout("main")
+            assert counts == {"reader": expected, "seeder": 0}, (counts, expected)
+            counts["reader"] = 0
+        state["counters"]["step"] = 1
+        c = repo.commit(state)
+        assert counts["seeder"] > 0  # the commit was taught what the last checkout handed out
+        assert repo.get_commit(c.id).tree == fresh_tree(state)
+
+
+def test_the_commit_after_a_checkout_of_every_shape_costs_the_change(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit(shapes())
+    calls = count_encoded_below(monkeypatch)
+    with snapvc.open(path) as repo:
+        state = repo.checkout("main")
+        state["counters"]["step"] = 1
+        state["long_list"].append({"i": "appended"})
+        state["big_map"]["key-0007"] = {"v": "set"}
+        calls[0] = 0
+        c = repo.commit(state)
+        # the new element and value: none of the hundreds of others
+        assert calls[0] <= 2, calls[0]
+        assert repo.get_commit(c.id).tree == fresh_tree(state)
+
+
+def test_a_state_rebuilt_around_what_a_checkout_handed_out_costs_the_change(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next commit is taught the containers the checkout built, wherever the state
+    committed holds them: here a new root dict."""
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit(shapes())
+    calls = count_encoded_below(monkeypatch)
+    with snapvc.open(path) as repo:
+        state = repo.checkout("main")
+        rebuilt = {**state, "counters": {"step": 1}, "long_list": [*state["long_list"], {"i": "new"}]}
+        calls[0] = 0
+        c = repo.commit(rebuilt)
+        assert calls[0] <= 1, calls[0]
+        assert repo.get_commit(c.id).tree == fresh_tree(rebuilt)
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+@pytest.mark.parametrize("rebuild", [False, True], ids=["same root", "rebuilt root"])
+def test_a_value_changed_in_place_after_a_checkout_is_stored(tmp_path: Path, change: str, rebuild: bool) -> None:
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit(shapes())
+    with snapvc.open(path) as repo:
+        state = repo.checkout("main")
+        CHANGES[change](state)
+        committed = {**state} if rebuild else state
+        c = repo.commit(committed)
+        assert repo.get_commit(c.id).tree == fresh_tree(state)
+        assert repo.checkout("main") == state
+        # and once more, the change undone where it can be, after a second checkout
+        again = repo.checkout("main")
+        again["counters"]["step"] = 2
+        c = repo.commit(again)
+        assert repo.get_commit(c.id).tree == fresh_tree(again)
+
+
+def test_a_change_between_two_checkouts_of_the_same_branch_is_stored(tmp_path: Path) -> None:
+    """Only the last checkout is taught; the first one's state, changed and committed
+    after it, is still stored as it is."""
+    repo = snapvc.open(tmp_path / "r.snapvc")
+    repo.commit(shapes())
+    first = repo.checkout("main")
+    second = repo.checkout("main")
+    first["long_list"][10]["payload"][1]["x"] = "changed in the first"
+    second["big_map"]["key-0100"]["w"].append("changed in the second")
+    c = repo.commit(first)
+    assert repo.get_commit(c.id).tree == fresh_tree(first)
+    c = repo.commit(second)
+    assert repo.get_commit(c.id).tree == fresh_tree(second)

@@ -1,0 +1,137 @@
+"""The first commit on a branch just forked costs the change from its parent, as any
+other commit does: the branch starts from a fork of the encode cache that holds the
+parent (``EncodeCache.fork``). The two caches share their entries until one would change
+an entry in place: it changes a copy of its own, so each keeps describing its own
+branch, and what either stores is exactly its state. Work is counted in containers
+encoded, never timed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import snapvc
+from tests.test_chunking import commit_fails, fresh_tree
+from tests.test_commit_shapes import count_encoded
+
+
+def message(i: int) -> dict[str, Any]:
+    return {"role": "user", "content": f"message {i} " * 20, "meta": {"tags": [i]}}
+
+
+def history(n: int) -> dict[str, Any]:
+    return {"messages": [message(i) for i in range(n)], "notes": {f"n{i}": f"note {i}" for i in range(40)}}
+
+
+def step(state: dict[str, Any], i: int, rebuilt: bool) -> dict[str, Any]:
+    """One more message: a new state holding a new list (rebuilt), or appended in place."""
+    if rebuilt:
+        return {**state, "messages": state["messages"] + [message(i)]}
+    state["messages"].append(message(i))
+    return state
+
+
+def stored_right(repo: snapvc.Repository, commit: snapvc.Commit, state: dict[str, Any]) -> bool:
+    return repo.get_commit(commit.id).tree == fresh_tree(state)
+
+
+@pytest.mark.parametrize("rebuilt", [False, True], ids=["in place", "rebuilt"])
+def test_the_first_commit_on_a_fork_encodes_the_change_only(rebuilt: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = snapvc.open("memory://")
+    state = history(300)
+    repo.commit(state)
+    calls = count_encoded(monkeypatch)
+    state = step(state, 300, rebuilt)
+    calls[0] = 0
+    repo.commit(state)
+    ordinary = calls[0]
+    repo.branch("fork", at="main")
+    forked = step(state, 301, rebuilt)
+    calls[0] = 0
+    c = repo.commit(forked, branch="fork")
+    # The root, the notes (met again) and the new message with its meta, as on main:
+    # not the 300 messages before it.
+    assert calls[0] == ordinary <= 4, (calls[0], ordinary)
+    assert stored_right(repo, c, forked)
+
+
+def test_a_fork_and_its_parent_each_keep_costing_their_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both branches go on from the fork point with lists rebuilt each step (each taking
+    over the list encoded at its path): neither takes over what the other one changed."""
+    repo = snapvc.open("memory://")
+    base = history(200)
+    repo.commit(base)
+    repo.branch("fork", at="main")
+    calls = count_encoded(monkeypatch)
+    states = {"main": base, "fork": base}
+    costs = []
+    for i in range(5):
+        for branch in ("main", "fork"):  # main moves on before the fork's first commit
+            states[branch] = step(states[branch], 1000 * len(branch) + i, rebuilt=True)
+            calls[0] = 0
+            c = repo.commit(states[branch], branch=branch)
+            costs.append(calls[0])
+            assert stored_right(repo, c, states[branch]), (branch, i)
+    assert max(costs) <= 4, costs
+    assert repo.checkout("main") == states["main"] and repo.checkout("fork") == states["fork"]
+
+
+@pytest.mark.parametrize("rebuilt", [False, True], ids=["in place", "rebuilt"])
+def test_changes_in_place_after_a_fork_are_stored_on_both_branches(rebuilt: bool) -> None:
+    repo = snapvc.open("memory://")
+    state = history(100)
+    repo.commit(state)
+    repo.branch("fork", at="main")
+    forked = step(state, 100, rebuilt)
+    c = repo.commit(forked, branch="fork")
+    assert stored_right(repo, c, forked)
+    # An element both lists hold, changed in place, and the forked state's own list.
+    state["messages"][7]["meta"]["tags"].append("edited")
+    forked["messages"][-1]["content"] = "changed after its commit"
+    forked["messages"].insert(3, message(-1))
+    for branch, value in (("main", state), ("fork", forked), ("main", state)):
+        c = repo.commit(value, branch=branch)
+        assert stored_right(repo, c, value), branch
+    assert repo.checkout("main") == state and repo.checkout("fork") == forked
+
+
+def test_a_failed_first_commit_on_a_fork_leaves_both_caches_right() -> None:
+    repo = snapvc.open("memory://")
+    state = history(80)
+    repo.commit(state)
+    repo.branch("fork", at="main")
+    repo.switch("fork")
+    forked = step(state, 80, rebuilt=True)
+    commit_fails(repo, forked)  # on HEAD's branch, the fork
+    forked["messages"][2]["meta"]["tags"].append("after the failure")
+    c = repo.commit(forked, branch="fork")
+    assert stored_right(repo, c, forked)
+    grown = step(state, 81, rebuilt=True)
+    c = repo.commit(grown, branch="main")
+    assert stored_right(repo, c, grown)
+
+
+def said(cache: Any) -> dict[int, Any]:
+    """What each entry of ``cache`` says: its object, encoding, elements and their encodings."""
+    return {key: (id(e.obj), e.enc, list(e.vals), list(e.entries), list(e.kids)) for key, e in cache.old.items()}
+
+
+@pytest.mark.parametrize("rebuilt", [False, True], ids=["in place", "rebuilt"])
+def test_a_commit_on_a_fork_leaves_what_the_parent_cache_says(rebuilt: bool) -> None:
+    """The parent's cache keeps describing the parent's commit, and names nothing the
+    fork stored (which its branch may never reach: where a gc sweeps beside writers it
+    may delete it)."""
+    repo = snapvc.open("memory://")
+    state = history(100)
+    repo.commit(state)
+    main_cache = repo._encode_caches["refs/heads/main"]
+    before = said(main_cache)
+    repo.branch("fork", at="main")
+    forked = step(state, 100, rebuilt)  # a list grown in place or taken over
+    notes = forked["notes"] if not rebuilt else dict(forked["notes"])
+    notes["n1"] = "changed on the fork"  # a dict re-encoded by its change alone
+    forked = {**forked, "notes": notes}
+    repo.commit(forked, branch="fork")
+    assert repo._encode_caches["refs/heads/main"] is main_cache
+    assert said(main_cache) == before

@@ -1,0 +1,200 @@
+"""The order of a sealed pack's objects (``snapvc.backends.sqlite.layout``) and what a
+fresh read of it costs, counted: the branches' newest states come first, in the order a
+read from their roots asks for them, the chunks of long strings after the nodes, history
+last; so a checkout decodes the newest state and no history, and one value decodes and
+fetches only the start of the pack. A pack in any order reads back (packs written before
+the order was chosen, and by any reader: the format is unchanged)."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import zstandard
+
+import snapvc
+from snapvc.backends.sqlite import packs
+from snapvc.encoding.nodes import children_of, decode_node
+from snapvc.ids import ID_SIZE, ObjectId
+from snapvc.objects import BLOB, MAP, SEQ, TEXT
+from snapvc.store.codec import BLOCK_MAX
+
+
+def _words(rng: random.Random, n: int) -> str:
+    vocabulary = ["agent", "tool", "result", "plan", "search", "file", "error", "retry", "answer", "context",
+                  "token", "model", "step", "state", "value", "list", "query", "cache", "merge", "branch"]
+    return " ".join(rng.choice(vocabulary) + str(rng.randrange(1000)) for _ in range(n))
+
+
+def _run(path: Path, steps: int = 60) -> dict[str, Any]:
+    """A small agent run: a growing message list, notes rewritten each step, a long
+    document edited every tenth step; a side branch from the middle. Closed (sealed)."""
+    rng = random.Random(0)
+    state: dict[str, Any] = {"messages": [], "notes": {f"n{k}": _words(rng, 8) for k in range(20)},
+                             "document": _words(rng, 50_000)}
+    with snapvc.open(path) as repo:
+        for i in range(steps):
+            state["messages"].append({"role": "assistant", "content": _words(rng, 40 + i % 50), "step": i})
+            state["notes"][f"n{i % 20}"] = _words(rng, 8)
+            if i % 10 == 9:
+                cut = len(state["document"]) // 2 + i
+                state["document"] = state["document"][:cut] + _words(rng, 30) + state["document"][cut + 200:]
+            repo.commit(state, message=f"step {i}")
+            if i == steps // 2:
+                repo.branch("side", at="main")
+        repo.gc()  # every object in one sealed pack
+    return state
+
+
+def _pack(path: Path) -> tuple[int, list[bytes], list[int], int]:
+    """The file's one sealed pack: its number, its ids and frame lengths in order, and
+    the length of its data."""
+    conn = sqlite3.connect(path)
+    rows = conn.execute("SELECT number, state, ids, sizes, length(data) FROM packs").fetchall()
+    conn.close()
+    assert [row[1] for row in rows] == [packs.SEALED], rows
+    number, _, ids, sizes, length = rows[0]
+    count = len(ids) // ID_SIZE
+    lengths = packs._read_sizes(sizes, count)
+    assert lengths is not None
+    return number, [ids[i : i + ID_SIZE] for i in range(0, len(ids), ID_SIZE)], lengths, length
+
+
+def _walk(repo: snapvc.Repository, root: ObjectId) -> list[tuple[bytes, int]]:
+    """(id, kind) of every object reachable from tree ``root``, level by level."""
+    out: list[tuple[bytes, int]] = []
+    seen: set[bytes] = set()
+    level = [bytes(root)]
+    while level:
+        data = repo.store.get_many([ObjectId(oid) for oid in level if oid not in seen])
+        below: list[bytes] = []
+        for oid in level:
+            if oid in seen:
+                continue
+            seen.add(oid)
+            canonical = data[ObjectId(oid)]
+            out.append((oid, canonical[0]))
+            if canonical[0] in (MAP, SEQ, TEXT):
+                kind, node = decode_node(oid, canonical, rebuild_types=False)
+                below += [bytes(child) for child in children_of(kind, node)]
+        level = below
+    return out
+
+
+def test_a_sealed_pack_puts_the_newest_state_first_then_the_other_branch_then_history(tmp_path: Path) -> None:
+    """The pack starts with the newest commit's root; the objects of the newest state
+    come first (its nodes, then its chunks), then the rest of the side branch's state,
+    then history."""
+    path = tmp_path / "r.snapvc"
+    _run(path)
+    _, ids, _, _ = _pack(path)
+    with snapvc.open(path) as repo:
+        main = _walk(repo, repo.get_commit(repo.resolve("main")).tree)
+        side = _walk(repo, repo.get_commit(repo.resolve("side")).tree)
+    newest = [oid for oid, _ in main]
+    assert ids[0] == newest[0]
+    nodes = [oid for oid, kind in main if kind != BLOB]
+    chunks = [oid for oid, kind in main if kind == BLOB]
+    assert chunks and ids[: len(nodes)] == nodes and set(ids[len(nodes) : len(main)]) == set(chunks)
+    only_side = {oid for oid, _ in side} - set(newest)
+    assert only_side and set(ids[len(main) : len(main) + len(only_side)]) == only_side
+    history = set(ids) - set(newest) - only_side
+    assert history, "the run leaves history behind"
+
+
+def test_a_fresh_checkout_decodes_the_newest_state_and_one_value_only_the_start_of_the_pack(tmp_path: Path) -> None:
+    """Counted on a newly opened repository: a checkout of the newest state decodes its
+    objects and at most a zstd block more, none of the history behind them; one message
+    read through a snapshot decodes no chunk of the long document and fetches only part
+    of the pack's row from the file."""
+    path = tmp_path / "r.snapvc"
+    state = _run(path)
+    number, ids, lengths, stored = _pack(path)
+    declared = sum(lengths)
+    size = dict(zip(ids, lengths, strict=True))
+    with snapvc.open(path) as repo:
+        main = _walk(repo, repo.get_commit(repo.resolve("main")).tree)
+    newest = sum(size[oid] for oid, _ in main)
+    nodes = sum(size[oid] for oid, kind in main if kind != BLOB)
+    assert newest + 2 * BLOCK_MAX < declared  # the history is more than a block or two
+
+    with snapvc.open(path) as repo:
+        assert repo.checkout("main") == state
+        reader = repo.backend.objects._readers[number]
+        assert newest <= len(reader.decoded) <= newest + BLOCK_MAX
+
+    with snapvc.open(path) as repo:
+        assert repo.snapshot("main")["messages"][30]["step"] == 30
+        reader = repo.backend.objects._readers[number]
+        assert len(reader.decoded) <= nodes + BLOCK_MAX < newest
+        assert 0 < reader.fetched < stored  # the rest of the row was never read
+
+
+def test_a_pack_in_any_order_reads_back(tmp_path: Path) -> None:
+    """Readers find an object through its row's ids and sizes, never through where a
+    layout puts it: the pack rewritten with its objects shuffled (as packs written before
+    the order was chosen, in the order their objects came) reads back whole and is
+    sound, and sealing it again puts the newest state first again."""
+    path = tmp_path / "r.snapvc"
+    state = _run(path, steps=20)
+    number, ids, lengths, _ = _pack(path)
+    conn = sqlite3.connect(path)
+    (data,) = conn.execute("SELECT data FROM packs WHERE number = ?", (number,)).fetchone()
+    raw = zstandard.ZstdDecompressor().decompress(data)
+    frames = []
+    offset = 0
+    for length in lengths:
+        frames.append(raw[offset : offset + length])
+        offset += length
+    reordered = list(zip(ids, frames, strict=True))
+    random.Random(1).shuffle(reordered)
+    conn.execute("UPDATE packs SET ids = ?, sizes = ?, data = ?, state = ? WHERE number = ?",
+                 (b"".join(oid for oid, _ in reordered), packs._pack_sizes(len(f) for _, f in reordered),
+                  zstandard.ZstdCompressor(level=3, write_content_size=True).compress(
+                      b"".join(f for _, f in reordered)), packs.PACKED, number))
+    conn.commit()
+    conn.close()
+    with snapvc.open(path) as repo:
+        assert repo.checkout("main") == state
+        assert repo.fsck().ok
+        newest = [oid for oid, _ in _walk(repo, repo.get_commit(repo.resolve("main")).tree)]
+        assert repo.backend.objects.seal_all() == 1
+    resealed = _pack(path)[1]
+    assert resealed[0] == newest[0] and set(resealed[: len(newest)]) == set(newest)
+    with snapvc.open(path) as repo:
+        assert repo.checkout("main") == state
+        assert repo.fsck().ok
+
+
+def test_a_fresh_read_of_a_few_objects_indexes_no_ids_and_a_checkout_indexes_them_all(tmp_path: Path) -> None:
+    """A newly opened repository finds the few objects of one value by searching its
+    rows' ids (a fresh read pays for what it reads, not for every id of the file); a
+    read of more objects than ``SEARCHES`` indexes every id, once."""
+    path = tmp_path / "r.snapvc"
+    state = _run(path, steps=20)
+    _, ids, _, _ = _pack(path)
+    with snapvc.open(path) as repo:
+        store = repo.backend.objects
+        assert repo.snapshot("main")["messages"][10]["step"] == 10
+        assert store._where == {} and 0 < store._searches <= packs.SEARCHES
+        assert repo.checkout("main") == state
+        assert set(store._where) == set(ids) and not store._unindexed
+
+
+def test_an_upgraded_file_is_sealed_with_the_newest_state_first(tmp_path: Path) -> None:
+    """``upgrade`` seals the packs it wrote as the sealer does: the newest state first."""
+    path = tmp_path / "r.snapvc"
+    rng = random.Random(2)
+    state: dict[str, Any] = {"documents": {f"d{k}": _words(rng, 2000) for k in range(10)}, "messages": []}
+    with snapvc.open(path, format=2) as repo:
+        for i in range(10):
+            state["messages"].append(_words(rng, 50))
+            state["documents"][f"d{i}"] = _words(rng, 2000)
+            repo.commit(state, message=f"s{i}")
+        repo.upgrade()
+    _, ids, _, _ = _pack(path)
+    with snapvc.open(path) as repo:
+        newest = [oid for oid, _ in _walk(repo, repo.get_commit(repo.resolve("main")).tree)]
+    assert ids[: len(newest)] == newest
