@@ -203,7 +203,7 @@ class Loader:
             found = self.fetch_many(frontier, keep=False)
             refs: list[bytes] = []
             for fid in frontier:
-                data = raw[fid] = found[fid]
+                data = raw[fid] = found.pop(fid)  # held by ``raw`` alone, let go once built
                 if kept < cache.bulk_bytes:
                     cache.put(fid, data)
                     kept += len(data)
