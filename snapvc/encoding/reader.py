@@ -35,6 +35,8 @@ from snapvc.objects import BLOB, MAP, SEQ, TEXT
 __all__ = ["Built", "Loader", "MapView", "Part", "SeqView", "is_tuple", "node_parts", "tree_root"]
 
 _BLOB_KIND = bytes([BLOB])
+# Objects a materialization fetches at once (a level of a large tree is read in batches).
+_FETCH_BATCH = 1024
 
 
 class Built(NamedTuple):
@@ -200,19 +202,23 @@ class Loader:
         cache = self.cache
         kept = 0  # bytes offered to the cache: past its bulk_bytes, what is read is not kept
         while frontier:
-            found = self.fetch_many(frontier, keep=False)
             refs: list[bytes] = []
-            for fid in frontier:
-                data = raw[fid] = found.pop(fid)  # held by ``raw`` alone, let go once built
-                if kept < cache.bulk_bytes:
-                    cache.put(fid, data)
-                    kept += len(data)
-                if data[:1] == _BLOB_KIND:
-                    continue  # a chunk's bytes are taken as they are (``_Builder._text_into``)
-                kind, node = decoded[fid] = decode_node(fid, data)
-                refs += children_of(kind, node)
+            # A level is fetched a batch at a time: the store's frames of a whole level of a
+            # large state are not held beside the bytes they decode to.
+            for start in range(0, len(frontier), _FETCH_BATCH):
+                batch = frontier[start : start + _FETCH_BATCH]
+                found = self.fetch_many(batch, keep=False)
+                for fid in batch:
+                    data = raw[fid] = found[fid]
+                    if kept < cache.bulk_bytes:
+                        cache.put(fid, data)
+                        kept += len(data)
+                    if data[:1] == _BLOB_KIND:
+                        continue  # a chunk's bytes are taken as they are (``_Builder._text_into``)
+                    kind, node = decoded[fid] = decode_node(fid, data)
+                    refs += children_of(kind, node)
             frontier = [r for r in dict.fromkeys(refs) if r not in raw]
-        return _Builder(decoded, raw, built).build(oid)
+        return _Builder(decoded, raw, built, self.fetch).build(oid)
 
     def _path_to_type(self, oid: bytes, name: str, at: int = 0) -> tuple[Any, ...] | None:
         """The path, below the value ``oid``, of the first typed value stored under
@@ -273,15 +279,17 @@ class _Builder:
     was built from each stored object (``Built``)."""
 
     def __init__(self, decoded: dict[bytes, tuple[int, Any]], raw: dict[bytes, bytes],
-                 built: list[Built] | None) -> None:
+                 built: list[Built] | None, fetch: Callable[[bytes], bytes]) -> None:
         self.decoded = decoded
         self.raw = raw
         self.built = built
+        self.fetch = fetch  # a chunk met again: its bytes were let go once taken
 
     def _take(self, oid: bytes) -> tuple[int, Any]:
         got = self.decoded.pop(oid, None)
         if got is None:
-            return decode_node(oid, self.raw[oid])
+            data = self.raw.get(oid)
+            return decode_node(oid, data if data is not None else self.fetch(oid))
         return got
 
     def build(self, oid: bytes) -> Any:
@@ -346,7 +354,11 @@ class _Builder:
             pieces = node[2]
             raw = self.raw
             for i in node[4]:
-                data = raw[pieces[i]]
+                # A chunk's bytes are let go once taken (a large state is not held twice
+                # while it is built); a chunk met again is read again.
+                data = raw.pop(pieces[i], None)
+                if data is None:
+                    data = self.fetch(pieces[i])
                 if data[:1] != _BLOB_KIND:
                     raise CorruptObjectError(ObjectId(pieces[i]), "a chunk of a text is not a BLOB")
                 pieces[i] = memoryview(data)[1:]  # joined below: not copied before
