@@ -128,13 +128,15 @@ class Loader:
         self._get_many = get_many
         self.cache = cache
         self.objects_read = 0  # fetched from the store (cache misses), for tests and stats
+        self.kept = 0  # bytes the last fetch_many cached
 
     # -- fetching -----------------------------------------------------------------------
 
-    def fetch_many(self, ids: list[bytes], keep: bool = True) -> dict[bytes, bytes]:
+    def fetch_many(self, ids: list[bytes], keep: int | None = None) -> dict[bytes, bytes]:
         """The bytes of ``ids``, from the cache or the store; what the store gave is
-        cached unless not ``keep``."""
+        cached (with ``keep``, only its first ``keep`` bytes: ``kept`` says how many)."""
         out: dict[bytes, bytes] = {}
+        self.kept = 0
         missing: list[bytes] = []
         cache = self.cache
         for oid in ids:
@@ -150,8 +152,9 @@ class Loader:
                 data = found.get(oid)
                 if data is None:
                     raise ObjectNotFoundError(ObjectId(oid), "referenced by the state being read; run fsck")
-                if keep:
+                if keep is None or self.kept < keep:
                     cache.put(oid, data)
+                    self.kept += len(data)
                 out[oid] = data
         return out
 
@@ -200,19 +203,17 @@ class Loader:
         raw: dict[bytes, bytes] = {}
         frontier = [oid]
         cache = self.cache
-        kept = 0  # bytes offered to the cache: past its bulk_bytes, what is read is not kept
+        kept = 0  # bytes cached: past the cache's bulk_bytes, what is read is not kept
         while frontier:
             refs: list[bytes] = []
             # A level is fetched a batch at a time: the store's frames of a whole level of a
             # large state are not held beside the bytes they decode to.
             for start in range(0, len(frontier), _FETCH_BATCH):
                 batch = frontier[start : start + _FETCH_BATCH]
-                found = self.fetch_many(batch, keep=False)
+                found = self.fetch_many(batch, keep=max(cache.bulk_bytes - kept, 0))
+                kept += self.kept
                 for fid in batch:
                     data = raw[fid] = found[fid]
-                    if kept < cache.bulk_bytes:
-                        cache.put(fid, data)
-                        kept += len(data)
                     if data[:1] == _BLOB_KIND:
                         continue  # a chunk's bytes are taken as they are (``_Builder._text_into``)
                     kind, node = decoded[fid] = decode_node(fid, data)
