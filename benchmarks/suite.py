@@ -37,6 +37,7 @@ from benchmarks import (
     langgraph_graph,
     langgraph_react,
     large_state,
+    lifetime,
     long_list,
     per_step,
     s3_sync,
@@ -64,7 +65,7 @@ DOCS_PATH = ROOT / "docs" / "benchmarks.md"
 WORKLOADS: dict[str, ModuleType] = {
     module.NAME: module
     for module in (agent_run, per_step, growth, large_state, wide_map, long_list, deep_history, branching, langgraph_graph,
-                   langgraph_react, git_export, s3_sync, adk_sessions, embeddings)
+                   langgraph_react, git_export, s3_sync, adk_sessions, embeddings, lifetime)
 }
 SCALES = {scale.name: scale for scale in (FULL, QUICK)}
 

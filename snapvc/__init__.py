@@ -22,10 +22,12 @@ names may move between releases (``docs/design.md`` maps them, layer by layer).
 
 from __future__ import annotations
 
-from snapvc.diff.changes import Change, KeyChanges, key_changes
+from typing import TYPE_CHECKING
+
 from snapvc.encoding.adapters import register_type
 from snapvc.encoding.jsonable import from_jsonable, to_jsonable
 from snapvc.encoding.reader import MapView, SeqView
+from snapvc.lazy import lazy_names
 from snapvc.errors import (
     AmbiguousRevisionError,
     CorruptObjectError,
@@ -70,19 +72,41 @@ from snapvc.errors import (
 )
 from snapvc.repository.history import HistoryEntry
 from snapvc.ids import ObjectId
-from snapvc.diff.merge import ABSENT, Conflict, MergeResult, merge_values
 from snapvc.objects import Commit
-from snapvc.diff.patch import DiffStat, apply_changes, apply_patch, diff_stat, to_json_patch
 from snapvc.refs.base import ReflogEntry
-from snapvc.maintenance.git.results import ExportResult, ImportResult
-from snapvc.maintenance import FsckReport, GcReport, Keep
 from snapvc.api import Repository, clone, import_git, open
-from snapvc.maintenance.stats import BranchStats, RepoStats
 from snapvc.agent.state import Checkpoint, State
-from snapvc.maintenance.sync import FetchResult, PullResult, PushResult, Remote, TransferStats
 from snapvc.agent.threads import Session, Thread, parse_thread_branch, thread_branch
-from snapvc.agent.runner import END, Runner, Step
-from snapvc import aio  # noqa: E402  (the async API: after the names it wraps)
+
+if TYPE_CHECKING:
+    from snapvc import aio
+    from snapvc.agent.runner import END, Runner, Step
+    from snapvc.diff.changes import Change, KeyChanges, key_changes
+    from snapvc.diff.merge import ABSENT, Conflict, MergeResult, merge_values
+    from snapvc.diff.patch import DiffStat, apply_changes, apply_patch, diff_stat, to_json_patch
+    from snapvc.maintenance import FsckReport, GcReport, Keep
+    from snapvc.maintenance.git.results import ExportResult, ImportResult
+    from snapvc.maintenance.stats import BranchStats, RepoStats
+    from snapvc.maintenance.sync import FetchResult, PullResult, PushResult, Remote, TransferStats
+
+# Public names whose module loads when one is first read, not with ``import snapvc``
+# (``snapvc.lazy``): a process that commits and checks out does not pay for diffs,
+# merges, maintenance, the runner or asyncio (``snapvc.aio``).
+_LAZY: dict[str, str] = {
+    "aio": "snapvc.aio",
+    **dict.fromkeys(("END", "Runner", "Step"), "snapvc.agent.runner"),
+    **dict.fromkeys(("Change", "KeyChanges", "key_changes"), "snapvc.diff.changes"),
+    **dict.fromkeys(("ABSENT", "Conflict", "MergeResult", "merge_values"), "snapvc.diff.merge"),
+    **dict.fromkeys(("DiffStat", "apply_changes", "apply_patch", "diff_stat", "to_json_patch"), "snapvc.diff.patch"),
+    "FsckReport": "snapvc.maintenance.fsck",
+    **dict.fromkeys(("GcReport", "Keep"), "snapvc.maintenance.gc"),
+    **dict.fromkeys(("ExportResult", "ImportResult"), "snapvc.maintenance.git.results"),
+    **dict.fromkeys(("BranchStats", "RepoStats"), "snapvc.maintenance.stats"),
+    **dict.fromkeys(("FetchResult", "PullResult", "PushResult", "Remote", "TransferStats"), "snapvc.maintenance.sync"),
+}
+
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 __version__ = "0.1.0"
 

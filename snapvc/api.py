@@ -14,26 +14,25 @@ from typing import TYPE_CHECKING, Any, cast
 
 from snapvc.agent.state import Checkpoint, State, checkpoint_at
 from snapvc.agent.threads import Session, Thread, delete_thread, threads_of
-from snapvc.diff.changes import Change
-from snapvc.diff.merge import Resolve
 from snapvc.encoding.paths import StatePath
 from snapvc.encoding.reader import Loader
 from snapvc.ids import ObjectId
-from snapvc.maintenance import fsck as _fsck
-from snapvc.maintenance import gc as _gc
-from snapvc.maintenance import stats as _stats
-from snapvc.maintenance import sync as _sync
-from snapvc.maintenance.git.results import ExportResult, ImportResult
-from snapvc.maintenance.graph import Progress, no_progress
-from snapvc.maintenance.stats import BranchStats, RepoStats
 from snapvc.refs.names import short_name
 from snapvc.repository.core import RepositoryCore, open_repository
 from snapvc.store.codec import open_object_store
 
 if TYPE_CHECKING:
+    # The layers below load when a method of theirs first runs (``import snapvc`` stays
+    # light for a process that only commits and checks out): sync, gc, fsck, stats and
+    # git from ``snapvc.maintenance``, diffs and merges from ``snapvc.diff``.
     from snapvc.backends.base import UpgradeResult
+    from snapvc.diff.changes import Change
+    from snapvc.diff.merge import Resolve
     from snapvc.maintenance.fsck import FsckReport
     from snapvc.maintenance.gc import GcReport, Keep
+    from snapvc.maintenance.git.results import ExportResult, ImportResult
+    from snapvc.maintenance.graph import Progress
+    from snapvc.maintenance.stats import BranchStats, RepoStats
     from snapvc.maintenance.sync import FetchResult, PullResult, PushResult, Remote
 
 __all__ = ["Repository", "open", "clone", "import_git"]
@@ -127,10 +126,14 @@ class Repository(RepositoryCore):
     def add_remote(self, name: str, location: str, **options: str) -> Remote:
         """Name another repository's ``location`` (``options`` to open it: ``endpoint=``,
         ``region=`` for S3) for ``push``, ``fetch`` and ``pull``: see ``snapvc.maintenance.sync``."""
+        from snapvc.maintenance import sync as _sync
+
         return _sync.add_remote(self, name, location, **options)
 
     def remotes(self) -> dict[str, Remote]:
         """This repository's remotes, by name."""
+        from snapvc.maintenance import sync as _sync
+
         return _sync.remotes(self)
 
     def push(self, remote: str | RepositoryCore, branch: str | None = None, *, remote_branch: str | None = None,
@@ -139,6 +142,8 @@ class Repository(RepositoryCore):
         name, a location, or a ``Repository``): only what the remote lacks travels, then
         its branch moves by compare-and-swap. Not a fast-forward: ``PushRejectedError``
         unless ``force``. See ``snapvc.maintenance.sync``."""
+        from snapvc.maintenance import sync as _sync
+
         self._require_open()
         return _sync.push(self, remote, branch, remote_branch=remote_branch, force=force,
                           progress=progress or _sync.no_progress, **options)
@@ -147,6 +152,8 @@ class Repository(RepositoryCore):
               progress: Callable[[int, int], None] | None = None, **options: Any) -> FetchResult:
         """Copy ``remote``'s branches (default: all) here and move its remote-tracking
         refs (``refs/remotes/<remote>/<branch>``); no local branch moves."""
+        from snapvc.maintenance import sync as _sync
+
         self._require_open()
         return _sync.fetch(self, remote, branches, progress=progress or _sync.no_progress, **options)
 
@@ -154,6 +161,8 @@ class Repository(RepositoryCore):
              progress: Callable[[int, int], None] | None = None, **options: Any) -> PullResult:
         """Fetch ``branch`` (default: HEAD's) from ``remote`` and merge it into the local
         branch: a fast-forward, or a three-way merge (``resolve`` as in ``merge``)."""
+        from snapvc.maintenance import sync as _sync
+
         self._require_open()
         return _sync.pull(self, remote, branch, resolve=resolve, progress=progress or _sync.no_progress, **options)
 
@@ -170,6 +179,9 @@ class Repository(RepositoryCore):
         ``reflog_expiry`` (default 30 days) is how long reflog entries keep their commits
         (older entries are expired); ``keep`` thins each branch's history first
         (``snapvc.Keep``). ``dry_run`` changes nothing and reports what would go."""
+        from snapvc.maintenance import gc as _gc
+        from snapvc.maintenance.graph import no_progress
+
         self._require_open()
         return _gc.gc(self, dry_run=dry_run, grace=_gc.DEFAULT_GRACE if grace is None else grace,
                       reflog_expiry=_gc.DEFAULT_REFLOG_EXPIRY if reflog_expiry is None else reflog_expiry, keep=keep,
@@ -179,6 +191,9 @@ class Repository(RepositoryCore):
         """Read and verify every object, commit, ref and reflog entry (see
         ``snapvc.maintenance.fsck``): the problems found, each naming the object and the
         refs and state paths that reach it; ``report.ok`` when there are none."""
+        from snapvc.maintenance import fsck as _fsck
+        from snapvc.maintenance.graph import no_progress
+
         self._require_open()
         return _fsck.fsck(self, progress=progress or no_progress)
 
@@ -204,12 +219,16 @@ class Repository(RepositoryCore):
     def stats(self) -> RepoStats:
         """Objects, bytes stored, bytes the states would take stored whole, and the ratio.
         Commits count as objects, of their canonical size (they live in the commit index)."""
+        from snapvc.maintenance import stats as _stats
+
         return _stats.repo_stats(self)
 
     def branch_stats(self, branch: str, *, _logical: dict[bytes, int] | None = None) -> BranchStats:
         """What ``branch``'s history holds (see ``BranchStats``): every commit reachable
         from its tip, and every object their states are made of, read once each.
         (``_logical`` carries tree sizes from one branch's call to the next.)"""
+        from snapvc.maintenance import stats as _stats
+
         return _stats.branch_stats(self, branch, _logical)
 
 
@@ -236,13 +255,16 @@ def open(location: str | os.PathLike[str] = "agent.snapvc", *, create: bool = Tr
                                             **options))
 
 
-def clone(src: RepositoryCore | str, dst: str, *, progress: Callable[[int, int], None] = _sync.no_progress,
+def clone(src: RepositoryCore | str, dst: str, *, progress: Callable[[int, int], None] | None = None,
           origin: str = "origin", src_options: Mapping[str, Any] | None = None, **options: Any) -> Repository:
     """A new repository at ``dst`` (``options`` open it: ``endpoint=``...) holding every
     branch and tag of ``src`` (a location or a ``Repository``), HEAD on the same branch,
     and ``src`` as remote ``origin`` with its remote-tracking refs (when ``src`` is a
     location). ``RepositoryError`` if ``dst`` holds commits already."""
-    return cast(Repository, _sync.clone(src, dst, progress=progress, origin=origin, src_options=src_options, **options))
+    from snapvc.maintenance import sync as _sync
+
+    return cast(Repository, _sync.clone(src, dst, progress=progress or _sync.no_progress, origin=origin,
+                                        src_options=src_options, **options))
 
 
 def import_git(path: str | os.PathLike[str], into: str | os.PathLike[str] | Repository = "agent.snapvc",

@@ -221,12 +221,15 @@ EXPECTED_CHECKS = {
     "adk-sessions": ["the pages hold all 200 sessions once", "snapvc: the long session reads back 50 events",
                      "snapshot['events'][25] equals the value in memory"],
     "embeddings": ["each append of 100 rows stores about the rows", "one changed row stores about one chunk"],
+    "lifetime": ["a checkout on a freshly opened repository equals the state committed",
+                 "each of 20 open/checkout/close cycles checks out the state committed"],
 }
 
 
 # Workloads whose figures are not one repository's (the summary table's columns): the
-# per-step figures are CPU times of snapvc and the peers side by side.
-NO_SUMMARY = {"per-step"}
+# per-step figures are CPU times of snapvc and the peers side by side; the lifetime ones,
+# what a process pays for imports and what a closed repository leaves behind.
+NO_SUMMARY = {"per-step", "lifetime"}
 PEERS = peer_bench.peers_available() and shutil.which("git") is not None
 needs_peers = pytest.mark.skipif(not PEERS, reason="the LangGraph checkpointers or git are not installed")
 
@@ -273,6 +276,8 @@ def test_workload_reports_tables_and_summary_figures(sections, name: str) -> Non
     for table in tables:
         assert all(len(row) == len(table.header) for row in table.rows)
         assert all(cell.strip() for row in table.rows for cell in row[:1])
+    assert section.text().startswith(section.title)
+    assert section.markdown()[0] == f"## {section.title}"
     if name in NO_SUMMARY:
         assert not section.summary
         return

@@ -360,11 +360,19 @@ def test_stored_type_names_are_never_imported_or_evaluated() -> None:
         assert watcher.asked == [] and "snapvc_evil_module" not in sys.modules
 
 
+# The one import by name, and why it is safe: the names are written in the package's own
+# source, in its tables of names loaded when first read, never read from stored data.
+IMPORTS_BY_NAME = {("lazy.py", "import_module("): "the modules of snapvc/__init__.py's and "
+                                                  "snapvc/maintenance/__init__.py's lazy names"}
+
+
 def test_no_module_of_snapvc_unpickles_evaluates_or_imports_by_name() -> None:
     root = Path(snapvc.__file__).parent
     for source in root.rglob("*.py"):
         text = source.read_text()
         for word in ("pickle.load", "eval(", "exec(", "__import__(", "import_module(", "marshal.load"):
+            if (source.relative_to(root).as_posix(), word) in IMPORTS_BY_NAME:
+                continue
             assert word not in text.replace("literal_eval(", ""), f"{source.relative_to(root)} uses {word}"
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from gc import get_referents
 from itertools import chain
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 from snapvc.encoding.adapters import adapter_for_value
 from snapvc.encoding.identity import same_objects
@@ -38,16 +38,106 @@ MUTABLE_CONTAINERS: Final = frozenset({dict, list, tuple})
 # Containers of at least this many entries are remembered by path, for a new container at
 # the same path to take over (``Encoder._adopt``); smaller ones cost little to encode anew.
 ADOPT_MIN: Final = 16
-# At most this many paths are remembered so (each entry keeps its container, its elements'
-# encodings and its snapshot alive: a checkpointer writing at a new path each time would
-# otherwise keep thousands of histories). Past it, only the last commit's are kept.
-_MAX_ADOPTABLE: Final = 2_000
-# At most this many paths' nodes and chunk lists are remembered (the delta bases and
-# reusable nodes of a container or long string met at the same path again).
-_MAX_PATHS: Final = 100_000
+# What an encode cache remembers by path (the trees, chunk lists and large containers
+# last stored at paths met in earlier commits or loads), in bytes, estimated
+# (``_tree_bytes``, ``_chunks_bytes``, ``_entry_bytes``), beyond the last commit's own
+# records: a checkpointer writing at a new path each time would otherwise keep every
+# history it wrote. Past a budget, only the last commit's records are kept. 64 MiB an
+# encode cache in all (the chunk lists' budget counts the large bytes values kept for
+# rechunking).
+TREES_BUDGET: Final = 16 << 20
+CHUNKS_BUDGET: Final = 32 << 20
+ADOPTABLE_BUDGET: Final = 16 << 20
 _NO_CHUNKS: tuple[list[int], list[bytes], bytes | None] = ([], [], None)
 # How many dicts a snapshot checks in one run of passes (``DeepSnapshot._dicts_same``).
 _DICTS_AT_ONCE: Final = 512
+# Bytes an estimate counts per reference, per entry of a level or a snapshot, and per record.
+_REF_BYTES: Final = 88
+_ITEM_BYTES: Final = 64
+_RECORD_BYTES: Final = 200
+
+_V = TypeVar("_V")
+
+
+class ByPath(Generic[_V]):
+    """Records by path in the state: what the last commit (or load) left at each path
+    (``old``), and what the commit being encoded records (``new``), with what each costs
+    in bytes. When a commit is stored, its records replace the old ones at their paths;
+    the old ones at other paths stay, while the whole is within ``budget`` bytes, else
+    only the commit's own are kept."""
+
+    __slots__ = ("old", "new", "_old_cost", "_new_cost", "old_bytes", "new_bytes", "budget")
+
+    def __init__(self, budget: int) -> None:
+        self.old: dict[tuple[Any, ...], _V] = {}
+        self.new: dict[tuple[Any, ...], _V] = {}
+        self._old_cost: dict[tuple[Any, ...], int] = {}
+        self._new_cost: dict[tuple[Any, ...], int] = {}
+        self.old_bytes = 0
+        self.new_bytes = 0
+        self.budget = budget
+
+    def put(self, path: tuple[Any, ...], record: _V, cost: int) -> None:
+        """Record what this commit stored at ``path``."""
+        self.new_bytes += cost - self._new_cost.get(path, 0)
+        self.new[path] = record
+        self._new_cost[path] = cost
+
+    def seed(self, path: tuple[Any, ...], record: _V, cost: int) -> None:
+        """Record what a load found at ``path``, as if the last commit had left it."""
+        if self.old_bytes + cost > self.budget:
+            self._forget_old()
+        self.old_bytes += cost - self._old_cost.get(path, 0)
+        self.old[path] = record
+        self._old_cost[path] = cost
+
+    def commit(self) -> None:
+        replaced = sum(self._old_cost.get(path, 0) for path in self._new_cost)
+        if self.old_bytes - replaced + self.new_bytes > self.budget:
+            self._forget_old()
+            replaced = 0
+        self.old_bytes += self.new_bytes - replaced
+        self._old_cost.update(self._new_cost)
+        self.old.update(self.new)
+        self.discard()
+
+    def discard(self) -> None:
+        self.new = {}
+        self._new_cost = {}
+        self.new_bytes = 0
+
+    def fork(self) -> ByPath[_V]:
+        """Another memo holding this one's old records (a forked cache's start)."""
+        other: ByPath[_V] = ByPath(self.budget)
+        other.old = dict(self.old)
+        other._old_cost = dict(self._old_cost)
+        other.old_bytes = self.old_bytes
+        return other
+
+    def _forget_old(self) -> None:
+        self.old = {}
+        self._old_cost = {}
+        self.old_bytes = 0
+
+
+def _tree_bytes(tree: list[Level] | None) -> int:
+    """About what a tree's record keeps alive: its levels' entries and nodes."""
+    if tree is None:
+        return _RECORD_BYTES
+    return _RECORD_BYTES + _ITEM_BYTES * sum(len(level.entries) + len(level.nodes) for level in tree)
+
+
+def _chunks_bytes(refs: list[bytes], data: bytes | None) -> int:
+    """About what a long string's chunk list keeps alive, with the bytes kept for rechunking."""
+    return _RECORD_BYTES + _REF_BYTES * len(refs) + (len(data) if data is not None else 0)
+
+
+def _entry_bytes(entry: CacheEntry) -> int:
+    """About what a large container's entry keeps alive besides the container itself: its
+    entries, encodings and snapshot (the tree is counted with the path's nodes)."""
+    deep = entry.deep
+    below = sum(deep.sizes()) + len(deep.dlens) + len(deep.slens) if deep is not None else 0
+    return _RECORD_BYTES + _ITEM_BYTES * (len(entry.entries) + len(entry.kids)) + 8 * below
 
 
 class DeepSnapshot:
@@ -290,18 +380,32 @@ class EncodeCache:
         # apart, so that checking out many states does not keep them all
         self.loaded: dict[int, CacheEntry] = {}
         self._undo: list[Callable[[], None]] = []
+        # Each within its budget in bytes beyond the last commit's own records (``ByPath``):
         # path in the state -> (tree, reference, kind, type tag) of the node stored there
-        self.old_paths: dict[tuple[Any, ...], tuple[Any, Any, int, Any]] = {}
-        self.new_paths: dict[tuple[Any, ...], tuple[Any, Any, int, Any]] = {}
+        self.paths: ByPath[tuple[Any, Any, int, Any]] = ByPath(TREES_BUDGET)
         # path in the state -> (start offsets, references, bytes or None) of a long
         # string's chunks; the bytes (of a large bytes value) let the next one be rechunked
         # from where it differs (``chunker.rechunk``)
-        self.old_chunks: dict[tuple[Any, ...], tuple[list[int], list[bytes], bytes | None]] = {}
-        self.new_chunks: dict[tuple[Any, ...], tuple[list[int], list[bytes], bytes | None]] = {}
+        self.chunks: ByPath[tuple[list[int], list[bytes], bytes | None]] = ByPath(CHUNKS_BUDGET)
         # path in the state -> the entry of the large container last encoded there: a new
         # container at the same path (a state rebuilt each step) takes it over (``Encoder._adopt``)
-        self.old_at: dict[tuple[Any, ...], CacheEntry] = {}
-        self.new_at: dict[tuple[Any, ...], CacheEntry] = {}
+        self.adoptable: ByPath[CacheEntry] = ByPath(ADOPTABLE_BUDGET)
+
+    @property
+    def old_paths(self) -> dict[tuple[Any, ...], tuple[Any, Any, int, Any]]:
+        return self.paths.old
+
+    @property
+    def old_chunks(self) -> dict[tuple[Any, ...], tuple[list[int], list[bytes], bytes | None]]:
+        return self.chunks.old
+
+    @property
+    def old_at(self) -> dict[tuple[Any, ...], CacheEntry]:
+        return self.adoptable.old
+
+    def path_bytes(self) -> int:
+        """About how many bytes the records by path keep alive (see ``ByPath``)."""
+        return sum(memo.old_bytes + memo.new_bytes for memo in (self.paths, self.chunks, self.adoptable))
 
     def get(self, obj: Any) -> CacheEntry | None:
         """The entry of ``obj`` (this very object), if the last commit, this one or the
@@ -331,7 +435,7 @@ class EncodeCache:
         mine = entry.copy()
         self.put(mine.obj, mine)
         if self.entry_at(path) is entry:
-            self.new_at[path] = mine
+            self.adoptable.put(path, mine, _entry_bytes(mine))
         return mine
 
     def fork(self) -> EncodeCache:
@@ -342,9 +446,9 @@ class EncodeCache:
         other.sources = set(self.sources)
         other.old = {**self.old, **self.new}
         other.loaded = dict(self.loaded)
-        other.old_paths = dict(self.old_paths)
-        other.old_chunks = dict(self.old_chunks)
-        other.old_at = dict(self.old_at)
+        other.paths = self.paths.fork()
+        other.chunks = self.chunks.fork()
+        other.adoptable = self.adoptable.fork()
         self._mine = object()  # the entries held so far are shared now
         return other
 
@@ -357,7 +461,7 @@ class EncodeCache:
             mine = entry.copy()
             mine.obj = obj
             self.put(obj, mine)
-            self.new_at[path] = mine
+            self.adoptable.put(path, mine, _entry_bytes(mine))
             return mine
         before = entry.obj
         key = id(before)
@@ -387,15 +491,11 @@ class EncodeCache:
         entry.owner = self._mine
         self.loaded[id(obj)] = entry
         if path is not None:
-            # Within the same bounds as at a commit: loads of many states keep only so much.
+            # Within the same budget as at a commit: loads of many states keep only so much.
             if len(entry.entries) >= ADOPT_MIN:
-                if len(self.old_at) >= _MAX_ADOPTABLE:
-                    self.old_at = {}
-                self.old_at[path] = entry
+                self.adoptable.seed(path, entry, _entry_bytes(entry))
             if node is not None:
-                if len(self.old_paths) >= _MAX_PATHS:
-                    self.old_paths = {}
-                self.old_paths[path] = (node[0], entry.enc, node[1], node[2])
+                self.paths.seed(path, (node[0], entry.enc, node[1], node[2]), _tree_bytes(node[0]))
 
     def keep(self, objs: list[Any]) -> None:
         """Keep the entries of ``objs`` (reused through their parent's entries, unchanged)
@@ -410,34 +510,34 @@ class EncodeCache:
     def at_path(self, path: tuple[Any, ...], kind: int, tag: Any) -> tuple[list[Level] | None, bytes | None]:
         """(tree, reference) of the node stored at ``path`` in the last commit, if it was
         a container of the same kind and type (a tuple's nodes are not a list's)."""
-        found = self.old_paths.get(path)
+        found = self.paths.old.get(path)
         if found is None or found[2] != kind or found[3] != tag:
             return None, None
         return found[0], found[1]
 
     def put_path(self, path: tuple[Any, ...], enc: bytes, tree: list[Level] | None, kind: int, tag: Any) -> None:
         """Record the node (or tree) this commit stored at ``path`` (see ``at_path``)."""
-        self.new_paths[path] = (tree, enc, kind, tag)
+        self.paths.put(path, (tree, enc, kind, tag), _tree_bytes(tree))
 
     def entry_at(self, path: tuple[Any, ...]) -> CacheEntry | None:
         """The entry of the large container encoded at ``path`` most recently, if any (its
         container may since have been replaced there, or changed: callers check)."""
-        found = self.new_at.get(path)
-        return found if found is not None else self.old_at.get(path)
+        found = self.adoptable.new.get(path)
+        return found if found is not None else self.adoptable.old.get(path)
 
     def put_at(self, path: tuple[Any, ...], entry: CacheEntry) -> None:
         """Record ``entry`` as the large container this commit encoded at ``path``."""
-        self.new_at[path] = entry
+        self.adoptable.put(path, entry, _entry_bytes(entry))
 
     def chunks_at(self, path: tuple[Any, ...]) -> tuple[list[int], list[bytes], bytes | None]:
         """(start offsets, references, bytes) of the chunks of the long string stored at
         ``path`` in the last commit; empty lists if none, None for bytes not kept."""
-        return self.old_chunks.get(path, _NO_CHUNKS)
+        return self.chunks.old.get(path, _NO_CHUNKS)
 
     def put_chunks(self, path: tuple[Any, ...], starts: list[int], refs: list[bytes], data: bytes | None = None) -> None:
         """Record the chunks of the long string this commit stored at ``path``, and its
         bytes if given (kept alive until another value is stored there)."""
-        self.new_chunks[path] = (starts, refs, data)
+        self.chunks.put(path, (starts, refs, data), _chunks_bytes(refs, data))
 
     def on_discard(self, undo: Callable[[], None]) -> None:
         """Run ``undo`` if the commit being encoded fails (for entries grown in place)."""
@@ -450,19 +550,10 @@ class EncodeCache:
         self.new = {}
         self.loaded = {}
         # Paths keep what they last held until overwritten (nodes reused unchanged are
-        # not re-recorded), within a bound.
-        if len(self.old_paths) + len(self.new_paths) > _MAX_PATHS:
-            self.old_paths = {}
-        self.old_paths.update(self.new_paths)
-        self.new_paths = {}
-        if len(self.old_chunks) + len(self.new_chunks) > _MAX_PATHS:
-            self.old_chunks = {}
-        self.old_chunks.update(self.new_chunks)
-        self.new_chunks = {}
-        if len(self.old_at) + len(self.new_at) > _MAX_ADOPTABLE:
-            self.old_at = {}
-        self.old_at.update(self.new_at)
-        self.new_at = {}
+        # not re-recorded), within a budget.
+        self.paths.commit()
+        self.chunks.commit()
+        self.adoptable.commit()
         self._undo.clear()
 
     def discard(self) -> None:
@@ -472,6 +563,6 @@ class EncodeCache:
             undo()
         self._undo.clear()
         self.new = {}
-        self.new_paths = {}
-        self.new_chunks = {}
-        self.new_at = {}
+        self.paths.discard()
+        self.chunks.discard()
+        self.adoptable.discard()

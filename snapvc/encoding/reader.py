@@ -35,6 +35,8 @@ from snapvc.objects import BLOB, MAP, SEQ, TEXT
 __all__ = ["Built", "Loader", "MapView", "Part", "SeqView", "is_tuple", "node_parts", "tree_root"]
 
 _BLOB_KIND = bytes([BLOB])
+# Objects a materialization fetches at once (a level of a large tree is read in batches).
+_FETCH_BATCH = 1024
 
 
 class Built(NamedTuple):
@@ -84,11 +86,15 @@ class ObjectCache:
     """A byte-bounded cache of canonical object bytes by id (objects are immutable).
 
     Eviction is first-in, first-out: cheap on the read path, which matters more here
-    than exact recency. Safe to share between threads (single dict operations).
+    than exact recency. Safe to share between threads (single dict operations). Its
+    owner (the repository) empties it on close. One read of many objects (a checkout)
+    keeps at most ``bulk_bytes`` of them: a large state read once does not push out
+    what smaller reads keep, nor hold a budget's worth of bytes it will not read again.
     """
 
     def __init__(self, max_bytes: int = 64 << 20) -> None:
         self.max_bytes = max_bytes
+        self.bulk_bytes = max_bytes // 4
         self._data: dict[bytes, bytes] = {}
         self._size = 0
         self._lock = Lock()
@@ -104,6 +110,11 @@ class ObjectCache:
                 old = self._data.pop(next(iter(self._data)))
                 self._size -= len(old)
 
+    @property
+    def size(self) -> int:
+        """The bytes it holds (at most ``max_bytes``)."""
+        return self._size
+
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
@@ -117,11 +128,15 @@ class Loader:
         self._get_many = get_many
         self.cache = cache
         self.objects_read = 0  # fetched from the store (cache misses), for tests and stats
+        self.kept = 0  # bytes the last fetch_many cached
 
     # -- fetching -----------------------------------------------------------------------
 
-    def fetch_many(self, ids: list[bytes]) -> dict[bytes, bytes]:
+    def fetch_many(self, ids: list[bytes], keep: int | None = None) -> dict[bytes, bytes]:
+        """The bytes of ``ids``, from the cache or the store; what the store gave is
+        cached (with ``keep``, only its first ``keep`` bytes: ``kept`` says how many)."""
         out: dict[bytes, bytes] = {}
+        self.kept = 0
         missing: list[bytes] = []
         cache = self.cache
         for oid in ids:
@@ -137,7 +152,9 @@ class Loader:
                 data = found.get(oid)
                 if data is None:
                     raise ObjectNotFoundError(ObjectId(oid), "referenced by the state being read; run fsck")
-                cache.put(oid, data)
+                if keep is None or self.kept < keep:
+                    cache.put(oid, data)
+                    self.kept += len(data)
                 out[oid] = data
         return out
 
@@ -185,17 +202,24 @@ class Loader:
         decoded: dict[bytes, tuple[int, Any]] = {}
         raw: dict[bytes, bytes] = {}
         frontier = [oid]
+        cache = self.cache
+        kept = 0  # bytes cached: past the cache's bulk_bytes, what is read is not kept
         while frontier:
-            found = self.fetch_many(frontier)
             refs: list[bytes] = []
-            for fid in frontier:
-                data = raw[fid] = found[fid]
-                if data[:1] == _BLOB_KIND:
-                    continue  # a chunk's bytes are taken as they are (``_Builder._text_into``)
-                kind, node = decoded[fid] = decode_node(fid, data)
-                refs += children_of(kind, node)
+            # A level is fetched a batch at a time: the store's frames of a whole level of a
+            # large state are not held beside the bytes they decode to.
+            for start in range(0, len(frontier), _FETCH_BATCH):
+                batch = frontier[start : start + _FETCH_BATCH]
+                found = self.fetch_many(batch, keep=max(cache.bulk_bytes - kept, 0))
+                kept += self.kept
+                for fid in batch:
+                    data = raw[fid] = found[fid]
+                    if data[:1] == _BLOB_KIND:
+                        continue  # a chunk's bytes are taken as they are (``_Builder._text_into``)
+                    kind, node = decoded[fid] = decode_node(fid, data)
+                    refs += children_of(kind, node)
             frontier = [r for r in dict.fromkeys(refs) if r not in raw]
-        return _Builder(decoded, raw, built).build(oid)
+        return _Builder(decoded, raw, built, self.fetch).build(oid)
 
     def _path_to_type(self, oid: bytes, name: str, at: int = 0) -> tuple[Any, ...] | None:
         """The path, below the value ``oid``, of the first typed value stored under
@@ -256,15 +280,17 @@ class _Builder:
     was built from each stored object (``Built``)."""
 
     def __init__(self, decoded: dict[bytes, tuple[int, Any]], raw: dict[bytes, bytes],
-                 built: list[Built] | None) -> None:
+                 built: list[Built] | None, fetch: Callable[[bytes], bytes]) -> None:
         self.decoded = decoded
         self.raw = raw
         self.built = built
+        self.fetch = fetch  # a chunk met again: its bytes were let go once taken
 
     def _take(self, oid: bytes) -> tuple[int, Any]:
         got = self.decoded.pop(oid, None)
         if got is None:
-            return decode_node(oid, self.raw[oid])
+            data = self.raw.get(oid)
+            return decode_node(oid, data if data is not None else self.fetch(oid))
         return got
 
     def build(self, oid: bytes) -> Any:
@@ -329,7 +355,11 @@ class _Builder:
             pieces = node[2]
             raw = self.raw
             for i in node[4]:
-                data = raw[pieces[i]]
+                # A chunk's bytes are let go once taken (a large state is not held twice
+                # while it is built); a chunk met again is read again.
+                data = raw.pop(pieces[i], None)
+                if data is None:
+                    data = self.fetch(pieces[i])
                 if data[:1] != _BLOB_KIND:
                     raise CorruptObjectError(ObjectId(pieces[i]), "a chunk of a text is not a BLOB")
                 pieces[i] = memoryview(data)[1:]  # joined below: not copied before

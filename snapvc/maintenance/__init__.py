@@ -4,7 +4,19 @@
 (``GcReport``, ``FsckReport``) to inspect, print or turn into JSON.
 """
 
-from snapvc.maintenance.fsck import FsckReport, Problem, salvage
-from snapvc.maintenance.gc import GcPlan, GcReport, Keep, Rewrite
+from typing import TYPE_CHECKING
+
+from snapvc.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from snapvc.maintenance.fsck import FsckReport, Problem, salvage
+    from snapvc.maintenance.gc import GcPlan, GcReport, Keep, Rewrite
 
 __all__ = ["GcPlan", "GcReport", "Keep", "Rewrite", "FsckReport", "Problem", "salvage"]
+
+# Loaded when first read: a module of this package (``stats``, ``graph``) does not load
+# gc, fsck and sync with it.
+__getattr__, __dir__ = lazy_names(__name__, {
+    **dict.fromkeys(("FsckReport", "Problem", "salvage"), "snapvc.maintenance.fsck"),
+    **dict.fromkeys(("GcPlan", "GcReport", "Keep", "Rewrite"), "snapvc.maintenance.gc"),
+})

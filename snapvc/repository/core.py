@@ -25,13 +25,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from snapvc import tracing
 from snapvc.backends.base import Backend
 from snapvc.backends.open import open_backend
-from snapvc.diff.changes import Change, diff_values, plain_value
-from snapvc.diff.merge import MergeResult, Resolve, check_resolve, find_merge_base, merge_states
 from snapvc.encoding.paths import StatePath, parse_path
 from snapvc.encoding.reader import Built, Loader, MapView, ObjectCache
 from snapvc.encoding.seed import LoadRecord, Seeder
@@ -63,6 +61,10 @@ from snapvc.refs.names import (
 from snapvc.refs.revs import resolve_rev
 from snapvc.repository.history import FieldVersions, HistoryEntry, PathProbe, path_changes, path_history, touches
 from snapvc.store.codec import open_object_store
+
+if TYPE_CHECKING:  # the diff layer loads when a diff or a merge runs (``import snapvc`` stays light)
+    from snapvc.diff.changes import Change
+    from snapvc.diff.merge import MergeResult, Resolve
 
 __all__ = ["RepositoryCore", "open_repository", "DEFAULT_BRANCH"]
 
@@ -119,7 +121,7 @@ class RepositoryCore:
         self._closed = False
         self._commit_cache: dict[ObjectId, Commit] = {}  # commits are immutable
         self._verified_commits: set[ObjectId] = set()  # read from the index and found sound
-        self._versions = FieldVersions(self.loader, lambda oid: self.get_commit(oid, walking=True))
+        self._versions = FieldVersions(self.loader)
         # A damaged gc epoch or HEAD does not stop the opening (fsck must run): a commit
         # reads the epoch again and refuses, naming it; what reads HEAD names it too.
         try:
@@ -136,10 +138,13 @@ class RepositoryCore:
     # -- lifecycle ----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the repository (folds SQLite's write-ahead log into the file). Idempotent."""
+        """Close the repository (folds SQLite's write-ahead log into the file) and free
+        what its caches hold, even while something still refers to this object. Idempotent."""
         if not self._closed:
             self._closed = True
             self.backend.close()
+            with self.write_lock:
+                self._forget_cached()
 
     def _require_open(self) -> None:
         if self._closed:
@@ -302,14 +307,18 @@ class RepositoryCore:
         recent objects and delta bases, read objects, commits (invariant 5). gc calls it
         after a sweep; a commit calls it when it finds that a sweep ran meanwhile."""
         with self.write_lock:
-            self._encode_caches.clear()
-            self._loads.clear()
-            self.store.forget_all()
-            self.loader.cache.clear()
-            self._commit_cache.clear()
-            self._verified_commits.clear()
-            self._versions = FieldVersions(self.loader, lambda oid: self.get_commit(oid, walking=True))
+            self._forget_cached()
             self._gc_epoch = self.backend.gc_epoch()
+
+    def _forget_cached(self) -> None:
+        """Empty every cache this object owns (the caller holds ``write_lock``)."""
+        self._encode_caches.clear()
+        self._loads.clear()
+        self.store.forget_all()
+        self.loader.cache.clear()
+        self._commit_cache.clear()
+        self._verified_commits.clear()
+        self._versions = FieldVersions(self.loader)
 
     def _write_commit_once(self, state: Mapping[str, Any], ref: str | None, message: str,
                            metadata: dict[str, Any] | None, author: str | None,
@@ -738,7 +747,7 @@ class RepositoryCore:
         how many commits along its first-parent history added the key or changed its
         value (QitOS's ``state_versions``): ``{"scratchpad": 3, "step": 5}``. Reads the
         root maps of the history once; later calls reuse what earlier ones counted."""
-        return self._versions.at(self.get_commit(self.resolve(rev)))
+        return self._versions.at(self.get_commit(self.resolve(rev)), self._walk_commit)
 
     def _commit_to_read(self, oid: ObjectId) -> Commit:
         """A commit met walking history whose state is read next: fetched with its
@@ -757,6 +766,8 @@ class RepositoryCore:
         under the same id are skipped unread. ``paths`` (dotted, or tuples of keys and
         indices) limits the diff to what lies at or below them; only those subtrees are
         read."""
+        from snapvc.diff.changes import Change, diff_values, plain_value
+
         old, new = self._diff_side(a, "a"), self._diff_side(b, "b")
         if paths is None:
             return list(diff_values(old, new))
@@ -805,6 +816,8 @@ class RepositoryCore:
 
     def merge_base(self, a: str | ObjectId, b: str | ObjectId) -> ObjectId | None:
         """The best common ancestor of two revs (see ``snapvc.diff.merge``), None if none."""
+        from snapvc.diff.merge import find_merge_base
+
         return find_merge_base(self._walk_commit, self.resolve(a), self.resolve(b))
 
     def _walk_commit(self, oid: ObjectId) -> Commit:
@@ -825,6 +838,8 @@ class RepositoryCore:
         Large maps and lists changed on both sides are stored as new trees built from
         the old ones: a merge reads and writes what changed, not the whole state.
         """
+        from snapvc.diff.merge import MergeResult, check_resolve
+
         check_resolve(resolve)
         ref = self.branch_ref(into)
         name = short_name(ref)
@@ -850,6 +865,8 @@ class RepositoryCore:
         a three-way merge of the branch tip with ``commit``'s parent, from ``commit``
         (for a merge commit, its parent number ``mainline``; a root commit is undone
         towards an empty state). Nothing to undo: up to date, nothing written."""
+        from snapvc.diff.merge import check_resolve
+
         check_resolve(resolve)
         target, parent = self._change_of(commit, mainline)
         first = target.message.splitlines()[0] if target.message else target.id.short
@@ -863,6 +880,8 @@ class RepositoryCore:
         """Apply ``commit``'s changes (against its parent, or parent number ``mainline``
         of a merge commit) onto branch ``onto`` (default: HEAD's) as a new commit with its
         message, metadata and author; the message notes where it was picked from."""
+        from snapvc.diff.merge import check_resolve
+
         check_resolve(resolve)
         target, parent = self._change_of(commit, mainline)
         text = (message if message is not None else target.message) + f"\n\n(cherry picked from commit {target.id.hex})"
@@ -893,6 +912,8 @@ class RepositoryCore:
         """Merge ``base`` -> tip and ``base`` -> ``theirs`` (None: an empty state), and
         commit the result on ``ref`` with ``parents`` unless conflicts remain. New trees
         of large containers are written with the commit, in its transaction."""
+        from snapvc.diff.merge import MergeResult, merge_states
+
         done = merge_states(base, self.snapshot(tip), self.snapshot(theirs) if theirs is not None else {}, self.loader,
                             resolve)
         if done.state is None:

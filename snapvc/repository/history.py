@@ -25,13 +25,15 @@ from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from types import NoneType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from snapvc.diff.changes import ChangeKind
 from snapvc.encoding.reader import Loader
 from snapvc.encoding.writer import element_encoder
 from snapvc.ids import ObjectId
 from snapvc.objects import MAP, SEQ, Commit
+
+if TYPE_CHECKING:
+    from snapvc.diff.changes import ChangeKind
 
 __all__ = ["FieldVersions", "HistoryEntry", "PathProbe", "commits_behind", "path_changes", "path_history", "touches"]
 
@@ -245,16 +247,18 @@ class FieldVersions:
     as ``history`` compares values (an id, or an inline encoding); the entries of each
     map node are remembered, so a big top-level map is read once per changed node."""
 
-    def __init__(self, loader: Loader, get_commit: Callable[[ObjectId], Commit], keep: int = 256) -> None:
+    def __init__(self, loader: Loader, keep: int = 256) -> None:
         self.loader = loader
-        self.get_commit = get_commit
         self.keep = keep
         # commit id -> (counts of every key ever met, top-level entries of its state)
         self._counted: dict[ObjectId, tuple[dict[str, int], dict[str, Any]]] = {}
         self._nodes: dict[bytes, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
-    def at(self, commit: Commit) -> dict[str, int]:
+    def at(self, commit: Commit, get_commit: Callable[[ObjectId], Commit]) -> dict[str, int]:
+        """The counters at ``commit``; ``get_commit`` reads a parent met walking back (it
+        is passed on each call, not kept: the repository owns this object, and a getter
+        kept here would point back at it)."""
         with self._lock:
             chain: list[Commit] = []
             known = None
@@ -264,7 +268,7 @@ class FieldVersions:
                 if known is not None:
                     break
                 chain.append(current)
-                current = self.get_commit(current.parent) if current.parent is not None else None
+                current = get_commit(current.parent) if current.parent is not None else None
             counts, entries = known if known is not None else ({}, {})
             for c in reversed(chain):
                 now = self._entries(c.tree)

@@ -19,11 +19,9 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from snapvc.backends.base import Backend
-from snapvc.diff.changes import Change
-from snapvc.diff.merge import MergeResult, Resolve
 from snapvc.encoding.paths import StatePath
 from snapvc.encoding.reader import Loader, MapView
 from snapvc.ids import ObjectId
@@ -32,6 +30,10 @@ from snapvc.refs.base import RefStore
 from snapvc.repository.history import HistoryEntry
 from snapvc.store.codec import VerifiedStore
 from snapvc.store.commit_index import CommitIndex
+
+if TYPE_CHECKING:  # the diff layer loads when a diff or merge runs, not with the repository
+    from snapvc.diff.changes import Change
+    from snapvc.diff.merge import MergeResult, Resolve
 
 __all__ = ["Storage", "Versioned"]
 
