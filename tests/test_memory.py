@@ -159,3 +159,23 @@ def test_an_encode_cache_keeps_what_stood_at_old_paths_within_its_budget(monkeyp
     cache = repo._encode_caches["refs/heads/main"]
     assert cache.chunks.old_bytes <= budget + cache_module._chunks_bytes([b""] * 64, bytes(value_size))
     repo.close()
+
+
+def test_a_stream_decoded_to_its_end_and_a_closed_store_keep_no_decoder(tmp_path: Path) -> None:
+    """A pack read to its end lets its decompressor go (its window and the compressed
+    bytes fed to it), keeping only the decoded bytes reads use; a closed store keeps no
+    stream and no directory, even while something still refers to it."""
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        for i in range(20):
+            repo.commit({"messages": [f"message {j} " * 50 for j in range(i + 1)]}, message=f"step {i}")
+    repo = snapvc.open(path)
+    store = repo.backend.objects
+    assert isinstance(store, packs.SqlitePackStore)
+    assert repo.fsck().ok  # reads every object: every stream to its end
+    readers = list(store._readers.values())
+    assert readers and all(reader.ended for reader in readers)
+    assert all(reader.decompressor is None for reader in readers)
+    assert repo.checkout()["messages"][-1] == "message 19 " * 50  # read again from the decoded bytes
+    repo.close()
+    assert not store._readers and not store._where and not store._blocks

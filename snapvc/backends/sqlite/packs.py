@@ -225,7 +225,7 @@ class _Block:
 class _StreamReader:
     """A stream decoded from its start as far as reads needed: its decoded bytes, and the
     blocks of its zstd frame still to decode (None for this process's own open stream,
-    whose bytes are known without decoding). Blocks are fed a few at a time
+    whose bytes are known without decoding, and once the stream is decoded to its end). Blocks are fed a few at a time
     (``BlockFeeder``), so a row never decodes to more than its sizes declare, by more
     than a block, however little of it is stored (a zstd bomb)."""
 
@@ -470,6 +470,7 @@ class SqlitePackStore:
                                                       f"declare")
                     if got is None:
                         reader.ended = True
+                        reader.decompressor = None  # nothing left to decode: its window and input go
                     continue
                 got = reader.decompressor.take(max(end - len(reader.decoded), BLOCK_MAX))
                 if got is None:
@@ -1004,6 +1005,13 @@ class SqlitePackStore:
         except SnapvcError as exc:  # the commits are stored: sealing only saves space
             _log.warning("%s: sealing on close stopped: %s; run 'snapvc fsck'", self.file.path, exc)
         self.file.release_free_pages()
+        with self.file.lock:  # a closed repository still referred to keeps none of what it read
+            self._readers.clear()
+            self._where.clear()
+            self._unindexed.clear()
+            self._blocks.clear()
+            self._streams.clear()
+            self._loaded = False
 
 
 def _generation_number(value: object) -> int | None:
