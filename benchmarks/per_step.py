@@ -22,7 +22,7 @@ them (``benchmarks.peers.SaverThread``). Then, for each length:
 
 and at the first length, each in a process of its own: the peak RSS of the whole run with
 a read every tenth step, snapvc against SqliteSaver (and the RSS above what the imports
-took), and how much RSS 20 open/checkout/close cycles of the closed repository keep.
+took). What a closed repository keeps is the ``lifetime`` workload's figure.
 
 CPU time (``time.process_time``) rather than wall time: the machine may be shared, and
 snapvc and the peers are measured in turn, so both see the same conditions. Every read is
@@ -72,7 +72,6 @@ BRANCH = "main"
 WINDOW = 50  # the last commits whose median is compared across run lengths
 FORKS = 9
 REPEATS = 31
-CYCLES = 20
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -103,7 +102,6 @@ class PerStepFigures:
     rss_run_bytes: int  # of which above the imports
     sqlite_rss_bytes: int | None
     sqlite_rss_run_bytes: int | None
-    cycles_kept_bytes: int
     checks: list[str] = field(default_factory=list)
 
 
@@ -129,7 +127,7 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> PerSt
     peers = part == "with-peers"
     checks: list[str] = []
     lengths = []
-    rss: tuple[int, int, int | None, int | None, int] | None = None
+    rss: tuple[int, int, int | None, int | None] | None = None
     with tempfile.TemporaryDirectory(prefix="snapvc-per-step-") as tmp:
         for n, steps in enumerate(scale.per_step_steps):
             workload = AgentRun(seed, scale.documents, scale.doc_size)
@@ -137,7 +135,7 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> PerSt
             folder.mkdir()
             lengths.append(_length(workload, steps, folder, peers and n == 0, scale.per_step_fresh, checks, say))
             if n == 0:
-                say(f"  peak RSS of a {steps}-step run, and {CYCLES} open/checkout/close cycles")
+                say(f"  peak RSS of a {steps}-step run with reads")
                 rss = _rss_figures(seed, scale, steps, folder, peers, checks)
     assert rss is not None
     return PerStepFigures(lengths, *rss, checks=checks)
@@ -241,15 +239,13 @@ def _length(workload: AgentRun, steps: int, folder: Path, peers: bool, fresh: in
     )
 
 
-def _rss_figures(seed: int, scale: Scale, steps: int, folder: Path, peers: bool, checks: list[str]) -> tuple[int, int, int | None, int | None, int]:
+def _rss_figures(seed: int, scale: Scale, steps: int, folder: Path, peers: bool, checks: list[str]) -> tuple[int, int, int | None, int | None]:
     args = [str(seed), str(scale.documents), str(scale.doc_size), str(steps)]
     peak, above = _child("rss-snapvc", str(folder / "rss.snapvc"), *args)
     sqlite_peak = sqlite_above = None
     if peers:
         sqlite_peak, sqlite_above = _child("rss-sqlite", str(folder / "rss-saver.db"), *args)
-    kept, digest = _child("cycles", str(folder / "run.snapvc"), str(CYCLES))
-    check(bool(digest), checks, f"{CYCLES} open/checkout/close cycles in one process")
-    return peak, above, sqlite_peak, sqlite_above, kept
+    return peak, above, sqlite_peak, sqlite_above
 
 
 # --- the child processes ---------------------------------------------------------------
@@ -329,21 +325,6 @@ def _child_main(kind: str, args: list[str]) -> tuple[Any, Any]:
             if i % 10 == 0:
                 get()
         return _peak_rss(), _peak_rss() - base
-    if kind == "cycles":
-        path, cycles = args[0], int(args[1])
-
-        def cycle() -> str:
-            repo = snapvc.open(path)
-            try:
-                return _digest(repo.checkout(BRANCH))
-            finally:
-                repo.close()
-
-        first = cycle()  # the imports' and the first use's memory
-        before = _current_rss()
-        for _ in range(cycles):
-            check(cycle() == first, [], "every cycle checks out the same state")
-        return _current_rss() - before, first
     raise AssertionError(f"unknown per-step child {kind!r}")
 
 
@@ -396,7 +377,6 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
                              "/ InMemorySaver"], peer_rows, f"Side by side, {first.steps:,} steps"))  # fmt: skip
     tables.append(key_value_table([
         (f"peak RSS, {first.steps:,}-step run with a checkout every 10th step", size(value.rss_bytes)),
-        (f"RSS kept by {CYCLES} open/checkout/close cycles", size(value.cycles_kept_bytes)),
         (f"commit, last-{WINDOW} median: {value.lengths[-1].steps:,} steps / {first.steps:,}",
          ratio(value.lengths[-1].commit_last_s, first.commit_last_s)),
     ], "Memory and growth"))  # fmt: skip
