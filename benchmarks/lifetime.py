@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import snapvc
-from benchmarks.measure import PartResult, Scale, Section, check, duration, key_value_table, size
+from benchmarks.measure import PartResult, Scale, Section, check, duration, key_value_table, process_memory, size
 from benchmarks.workload import AgentRun
 
 __all__ = ["NAME", "TITLE", "RESULTS", "LifetimeFigures", "parts", "run", "section"]
@@ -65,14 +65,6 @@ def parts(scale: Scale, peers: bool) -> list[str]:
     return ["snapvc"]
 
 
-def _rss() -> int:
-    try:
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS"))
-    except (OSError, StopIteration):
-        return 0
-
-
 def _fresh(statement: str) -> tuple[float, int]:
     """CPU seconds and RSS bytes ``statement`` costs in a new interpreter (this snapvc first
     on its path)."""
@@ -111,13 +103,13 @@ def run(part: str, scale: Scale, seed: int, say: Callable[[str], None]) -> Lifet
         check(cycle() == state, checks, "a checkout on a freshly opened repository equals the state committed")
         say(f"{NAME}: {CYCLES} open/checkout/close cycles")
         gc.collect()
-        before = _rss()
+        before = process_memory("VmRSS")
         start = time.process_time()
         same = all(cycle() == state for _ in range(CYCLES))
         cpu = (time.process_time() - start) / CYCLES
-        kept = _rss() - before
+        kept = process_memory("VmRSS") - before
         gc.collect()
-        kept_after_collect = _rss() - before
+        kept_after_collect = process_memory("VmRSS") - before
         check(same, checks, f"each of {CYCLES} open/checkout/close cycles checks out the state committed")
     return LifetimeFigures(import_cpu, import_rss, cpu, kept, kept_after_collect, checks)
 

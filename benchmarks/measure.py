@@ -163,6 +163,18 @@ def timed_log(path: Path, branch: str, repeats: int) -> tuple[float, float, list
         fresh.close()
 
 
+def process_memory(field: str) -> int:
+    """This process's ``VmRSS`` (resident now) or ``VmHWM`` (its peak since it started),
+    in bytes, from ``/proc/self/status``; 0 where there is none (not Linux). Not
+    ``ru_maxrss`` for the peak: on Linux that starts at the peak of the process this one
+    was forked from."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) * 1024 for line in status if line.startswith(field + ":"))
+    except (OSError, StopIteration):
+        return 0
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (nearest rank): the 99th of 100 values is the 99th smallest."""
     ordered = sorted(values)

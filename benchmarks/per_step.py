@@ -32,8 +32,6 @@ checked against the state in memory; a mismatch raises ``BenchmarkFailure``.
 from __future__ import annotations
 
 import json
-import os
-import resource
 import sqlite3
 import statistics
 import subprocess
@@ -58,6 +56,7 @@ from benchmarks.measure import (
     check,
     duration,
     key_value_table,
+    process_memory,
     ratio,
     size,
     store_files,
@@ -261,23 +260,6 @@ def _child(kind: str, *args: str) -> tuple[Any, Any]:
     return first, second
 
 
-def _current_rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _peak_rss() -> int:
-    """This process's peak RSS since it started. Not ``ru_maxrss``: on Linux that keeps
-    the peak of the process it was forked from (here, the benchmark's parent)."""
-    if sys.platform == "darwin":
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM line in /proc/self/status")
-
-
 def _child_main(kind: str, args: list[str]) -> tuple[Any, Any]:
     if kind == "checkout":
         t0 = time.process_time()
@@ -316,7 +298,7 @@ def _child_main(kind: str, args: list[str]) -> tuple[Any, Any]:
             thread = peer_bench.SaverThread(SqliteSaver(sqlite3.connect(path, check_same_thread=False)))
             put = thread.put
             get = lambda: thread.saver.get_tuple(peer_bench.THREAD)  # noqa: E731
-        base = _current_rss()
+        base = process_memory("VmRSS")
         state = workload.initial_state()
         for i in range(steps + 1):
             if i:
@@ -324,7 +306,8 @@ def _child_main(kind: str, args: list[str]) -> tuple[Any, Any]:
             put(state, i)
             if i % 10 == 0:
                 get()
-        return _peak_rss(), _peak_rss() - base
+        peak = process_memory("VmHWM")
+        return peak, peak - base
     raise AssertionError(f"unknown per-step child {kind!r}")
 
 

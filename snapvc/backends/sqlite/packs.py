@@ -301,21 +301,27 @@ class SqlitePackStore:
         self._data_version = version
         self._generation = generation
 
+    def _forget_directory(self) -> None:
+        """Drop the directory and the streams decoded for reads (the caller holds the
+        lock): what a reload starts from, and what a closed store keeps."""
+        self._where.clear()
+        self._unindexed.clear()
+        self._searches = 0
+        self._blocks.clear()
+        self._streams.clear()
+        self._damaged.clear()
+        self._damaged_numbers.clear()
+        self._unsealable.clear()
+        self._broken.clear()
+        self._copies = 0
+        self._readers.clear()
+        self._loaded = False
+
     def _load(self, after: int | None) -> None:
         """Read the rows numbered above ``after`` into the directory (all of it, afresh,
         for None)."""
         if after is None:
-            self._where.clear()
-            self._unindexed.clear()
-            self._searches = 0
-            self._blocks.clear()
-            self._streams.clear()
-            self._damaged.clear()
-            self._damaged_numbers.clear()
-            self._unsealable.clear()
-            self._broken.clear()
-            self._copies = 0
-            self._readers.clear()
+            self._forget_directory()
         try:
             rows = self.file.conn.execute(
                 "SELECT number, stream, state, time, ids, sizes FROM packs WHERE number > ? ORDER BY number",
@@ -1006,12 +1012,7 @@ class SqlitePackStore:
             _log.warning("%s: sealing on close stopped: %s; run 'snapvc fsck'", self.file.path, exc)
         self.file.release_free_pages()
         with self.file.lock:  # a closed repository still referred to keeps none of what it read
-            self._readers.clear()
-            self._where.clear()
-            self._unindexed.clear()
-            self._blocks.clear()
-            self._streams.clear()
-            self._loaded = False
+            self._forget_directory()
 
 
 def _generation_number(value: object) -> int | None:
