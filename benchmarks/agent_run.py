@@ -66,6 +66,7 @@ from benchmarks.measure import (
     median_time,
     percentile,
     plain,
+    process_memory,
     size,
     store_files,
     summary_row,
@@ -206,7 +207,7 @@ class Report:
             *self._after_load_rows(),
             *([("peak memory, tracemalloc (second run)", size(self.tracemalloc_peak_bytes))]
               if self.tracemalloc_peak_bytes else []),
-            ("peak memory, ru_maxrss (process)", size(self.maxrss_bytes)),
+            ("peak memory, RSS (process)", size(self.maxrss_bytes)),
         ]
         for name in STATS_FIELDS:
             value = getattr(self.stats, name, None)
@@ -670,6 +671,10 @@ def _json_size(state: Any) -> int:
 
 
 def _maxrss() -> int:
+    """This process's peak RSS: ``VmHWM`` where there is one (Linux), else ``ru_maxrss``."""
+    peak = process_memory("VmHWM")
+    if peak:
+        return peak
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss if sys.platform == "darwin" else rss * 1024
 

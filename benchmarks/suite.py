@@ -8,9 +8,10 @@ run: ``"snapvc"``, then peers or limits), ``RESULTS`` (the type of each part's f
 ``run_workload`` runs each part in a child process (``python -m benchmarks --part ...``)
 that writes its figures as JSON to a temporary file (``measure.to_json``; the parent
 rebuilds them with ``measure.from_json`` and the part's type in ``RESULTS``), and takes
-the child's peak resident set size from ``os.wait4`` (the ``ru_maxrss`` of that child
-alone): a workload's memory is not inflated by the ones before it, nor snapvc's by a
-peer's. Run in this process, a part's figures make the same round trip through JSON.
+the child's peak resident set size as the child measured it at its end
+(``measure.process_memory("VmHWM")``, written beside the figures): a workload's memory
+is not inflated by the ones before it, nor snapvc's by a peer's, nor by this process (a
+child's ``ru_maxrss`` on Linux starts at the peak of the process that started it). Run in this process, a part's figures make the same round trip through JSON.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from benchmarks.measure import (
     Table,
     duration,
     from_json,
+    process_memory,
     size,
     to_json,
 )
@@ -122,8 +124,15 @@ def _in_child(workload: str, part: str, scale: Scale, seed: int) -> tuple[object
         if child.returncode != 0 or not result.exists():
             raise BenchmarkFailure(f"{workload}: part {part!r} failed (exit code {child.returncode})")
         value = part_from_json(workload, part, result.read_text(encoding="utf-8"))
-    maxrss = usage.ru_maxrss if sys.platform == "darwin" else usage.ru_maxrss * 1024
-    return value, maxrss
+        peak = int(_peak_file(result).read_text(encoding="ascii"))
+    if not peak:  # no /proc (not Linux): the child's ru_maxrss, in KiB but on macOS
+        peak = usage.ru_maxrss if sys.platform == "darwin" else usage.ru_maxrss * 1024
+    return value, peak
+
+
+def _peak_file(result: Path) -> Path:
+    """Where a part's child writes its peak RSS in bytes (0 where it cannot tell)."""
+    return result.with_name(result.name + ".peak")
 
 
 def child_main(workload: str, part: str, scale: str, seed: int, result: Path) -> int:
@@ -137,6 +146,7 @@ def child_main(workload: str, part: str, scale: str, seed: int, result: Path) ->
     except BenchmarkFailure as exc:
         print(f"{workload}/{part}: {exc}", file=sys.stderr, flush=True)
         return 3
+    _peak_file(result).write_text(str(process_memory("VmHWM")), encoding="ascii")
     result.write_text(part_json(value), encoding="utf-8")
     return 0
 
