@@ -45,7 +45,10 @@ rows were replaced (a full reload) or only added (read the new rows). A read dec
 stream from its start up to what it needs, and keeps the decoded bytes and the
 decompressor (``_StreamReader``) so that the next read of the same stream goes on from
 there; a pack's row is fetched from the file in parts (``FETCH_BYTES`` first), as far as
-the read decodes.
+the read decodes. A pack (one whole zstd frame) is decoded by zstd's stream reader
+straight into the decoded bytes, to the end of the furthest object asked for
+(``FrameReader``); a stream of blocks, which may grow or end without a last block, a
+few whole blocks at a time (``BlockFeeder``).
 
 Deleting (gc) rewrites every stream holding a deleted object without it, as a pack; a
 writer whose open stream was rewritten meanwhile finds its last block gone and starts a
@@ -55,7 +58,7 @@ Damage: a row whose values are of the wrong type, out of range (a time beyond ye
 sizes declaring more than ``MAX_STREAM_BYTES``) or that follows such a row in its stream
 is left out of the directory and named (``iter_ids`` raises ``DamagedRowsError``, which
 fsck reports and gc sweeps around: ``drop_damaged``). A stream is never decoded beyond
-what its rows declare (``BlockFeeder``), and one that decodes to more is corrupt. The
+what its rows declare (``FrameReader``, ``BlockFeeder``), and one that decodes to more is corrupt. The
 sealer leaves a pack it cannot read as it is and seals the rest; it never stops a
 commit or ``close``.
 
