@@ -198,3 +198,27 @@ def test_an_upgraded_file_is_sealed_with_the_newest_state_first(tmp_path: Path) 
     with snapvc.open(path) as repo:
         newest = [oid for oid, _ in _walk(repo, repo.get_commit(repo.resolve("main")).tree)]
     assert ids[: len(newest)] == newest
+
+
+def test_a_read_of_a_pack_decodes_to_the_object_it_asks_for_and_not_a_block_beyond(tmp_path: Path) -> None:
+    """A sealed pack is decoded straight to the end of the furthest object a read asks
+    for (``FrameReader``), not to the end of the zstd block that holds it; the last block
+    of a pack is decoded whole, and its end checked."""
+    path = tmp_path / "r.snapvc"
+    _run(path)
+    number, ids, lengths, _ = _pack(path)
+    declared = sum(lengths)
+    ends = [sum(lengths[: k + 1]) for k in range(len(ids))]
+    picks = [k for k in range(0, len(ids), max(1, len(ids) // 7)) if declared - ends[k] > BLOCK_MAX]
+    assert len(picks) >= 3
+    for k in picks:
+        with snapvc.open(path) as repo:
+            oid = ObjectId(ids[k])
+            assert ObjectId.of(repo.store.get_many([oid])[oid]) == oid
+            reader = repo.backend.objects._readers[number]
+            assert len(reader.decoded) == ends[k] and not reader.ended
+    with snapvc.open(path) as repo:
+        oid = ObjectId(ids[-1] if declared - ends[-2] <= BLOCK_MAX else ids[-2])
+        repo.store.get_many([oid])
+        reader = repo.backend.objects._readers[number]
+        assert len(reader.decoded) == declared and reader.ended and reader.decompressor is None

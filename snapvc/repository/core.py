@@ -109,7 +109,7 @@ class RepositoryCore:
         self.refs = backend.refs
         self.commits = backend.commits
         self.clock = clock
-        self.author = author or _default_author()
+        self._author = author  # None: ``_default_author()``, looked up by the first commit that needs it
         self.loader = Loader(self.store.get_many, ObjectCache(cache_bytes))
         self._encode_caches: dict[str, EncodeCache] = {}
         # ref -> (its encode cache, what the state loaded last for it was built as): taught
@@ -134,6 +134,19 @@ class RepositoryCore:
             no_head = False  # kept as it is, not replaced
         if no_head:
             self.refs.set_symbolic("HEAD", branch_ref(DEFAULT_BRANCH))
+
+    @property
+    def author(self) -> str:
+        """Who commits made here are by, unless a commit names another: the ``author``
+        the repository was opened with, else ``SNAPVC_AUTHOR`` or the login (looked up
+        once, when first needed: a repository that only reads never asks)."""
+        if self._author is None:
+            self._author = _default_author()
+        return self._author
+
+    @author.setter
+    def author(self, author: str) -> None:
+        self._author = author
 
     # -- lifecycle ----------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import array
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 import zstandard
@@ -51,7 +51,8 @@ from snapvc.store.base import CanonicalStore, ObjectStore, RawObjectStore, Store
 
 __all__ = [
     "CompressedStore", "VerifiedStore", "open_object_store", "encode_frame", "encode_delta_frame", "decode_frame",
-    "Dictionary", "train_dictionary", "MAX_DELTA_DEPTH", "decompress_bounded", "BlockFeeder", "BLOCK_MAX", "WINDOW_MAX",
+    "Dictionary", "train_dictionary", "MAX_DELTA_DEPTH", "decompress_bounded", "BlockFeeder", "FrameReader", "BLOCK_MAX",
+    "WINDOW_MAX",
 ]
 
 CODEC_RAW = 0
@@ -194,6 +195,75 @@ class BlockFeeder:
         self._started = True
         self._fed = pos
         return self._decompressor.decompress(memoryview(buf)[start:pos])
+
+
+# An empty skippable zstd frame: what ``_Source`` gives after a frame's last bytes (see
+# there). Read where a block header is due, its first bytes state a block larger than
+# any (``BLOCK_MAX``): a frame cut short does not decode.
+_NOTHING_MORE = b"\x50\x2a\x4d\x18\x00\x00\x00\x00"
+
+
+class _Source:
+    """The compressed bytes of a ``FrameReader``'s frame, as zstd's reader asks for them:
+    ``more()`` while a read is under way, set by that read (so that nothing outlives it,
+    and what gives the bytes holds no reference from here).
+
+    Once ``more()`` has no more, it gives ``_NOTHING_MORE`` once before the end: zstd's
+    reader decodes only while it holds input, and would otherwise keep back for good
+    what it decoded from the last bytes but could not yet hand out. After a whole
+    frame it is an empty frame that zstd skips; in a frame cut short, a block header
+    no frame holds, and the frame does not decode."""
+
+    def __init__(self) -> None:
+        self.more: Callable[[], bytes] | None = None
+        self._ended = False
+
+    def read(self, size: int) -> bytes:  # the file protocol: ``size`` is only a hint here
+        data = self.more() if self.more is not None else b""
+        if data or self._ended:
+            return data
+        self._ended = True
+        return _NOTHING_MORE
+
+
+class FrameReader:
+    """One zstd frame whose compressed bytes are all there to be had, decoded straight
+    into its reader's buffer as far as it asks (``read_into``); compressed bytes are
+    asked of ``more`` only when the decoder needs them, b"" meaning the frame's bytes
+    end there. No more is decoded than asked, so what a frame declares or holds (a zstd
+    bomb) never costs more than its reader's buffer and the window its header states
+    (at most ``WINDOW_MAX``). It decodes in one pass with no copy between zstd and the
+    buffer, at zstd's own speed. For a whole frame only (its last block included): a
+    frame that may still grow, or ends without a last block, is ``BlockFeeder``'s."""
+
+    def __init__(self) -> None:
+        self._source = _Source()
+        self._reader = zstandard.ZstdDecompressor(max_window_size=WINDOW_MAX).stream_reader(
+            self._source, read_size=BLOCK_MAX, read_across_frames=False)  # type: ignore[arg-type]  # has read()
+
+    def read_into(self, buffer: bytearray, end: int, more: Callable[[], bytes]) -> None:
+        """Decode the frame's next bytes onto the end of ``buffer`` until it holds
+        ``end`` bytes, or the frame ends. ``zstandard.ZstdError`` if it does not decode."""
+        have = len(buffer)
+        if have >= end:
+            return
+        buffer += bytes(end - have)
+        self._source.more = more
+        try:
+            with memoryview(buffer) as view:
+                while have < end and (got := self._reader.readinto(view[have:end])):
+                    have += got
+        finally:
+            self._source.more = None
+            del buffer[have:]
+
+    def ended(self, more: Callable[[], bytes]) -> bool:
+        """Whether the frame ends where it was decoded to (nothing more decodes)."""
+        self._source.more = more
+        try:
+            return not self._reader.read(1)
+        finally:
+            self._source.more = None
 
 
 def _decompress_in_steps(decompressor: zstandard.ZstdDecompressor, body: bytes, size: int) -> bytes:

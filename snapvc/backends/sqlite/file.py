@@ -33,6 +33,7 @@ read past.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import stat
 import threading
@@ -148,6 +149,16 @@ def _may_write(path: Path, mode: int = os.W_OK) -> bool:
     return os.access(path, mode, effective_ids=effective)
 
 
+_CREATED = re.compile(r"CREATE (?:UNIQUE )?(?:TABLE|INDEX) IF NOT EXISTS (\w+)")
+
+
+def _created_name(statement: str) -> str:
+    """The table or index a ``CREATE ... IF NOT EXISTS`` statement makes (any other
+    statement stands for itself: no name in the file, so it always runs)."""
+    found = _CREATED.match(statement)
+    return found.group(1) if found is not None else statement
+
+
 class SqliteFile:
     """One open snapvc SQLite file, shared by the stores that live in it."""
 
@@ -184,6 +195,7 @@ class SqliteFile:
             raise RepositoryError(f"cannot open {str(self.path)!r}: {exc}") from None
         self.lock = threading.RLock()
         self._depth = 0
+        self._schema: set[str] = set()  # the names in sqlite_master, as ``_setup`` and ``make_tables`` know them
         # Called, newest first, when the write transaction in progress rolls back: a store
         # drops what it remembered of that write (``on_rollback``).
         self._rollback_hooks: list[Callable[[], None]] = []
@@ -251,7 +263,9 @@ class SqliteFile:
     def _setup(self, existed: bool, create: bool) -> None:
         c = self.conn
         app_id = c.execute("PRAGMA application_id").fetchone()[0]
-        has_tables = c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+        # The tables and indexes there are: a store's ``make_tables`` writes only when one is missing.
+        self._schema = {name for (name,) in c.execute("SELECT name FROM sqlite_master")}
+        has_tables = bool(self._schema)
         if app_id != APPLICATION_ID and (app_id != 0 or has_tables):
             raise NotARepositoryError(
                 f"{str(self.path)!r} is an SQLite file of another application (application_id {app_id:#x})"
@@ -383,13 +397,18 @@ class SqliteFile:
                       (key, value))
 
     def make_tables(self, statements: Iterable[str]) -> None:
-        """Run a store's ``CREATE ... IF NOT EXISTS`` statements, in one write; in a file
-        opened read-only, none: its tables are there, or a read of one that is not says so."""
-        if self.read_only:
+        """Run a store's ``CREATE ... IF NOT EXISTS`` statements, in one write, unless
+        the file has every table and index they name already (as when it opened: an
+        open then takes no write lock); in a file opened read-only, none: its tables
+        are there, or a read of one that is not says so."""
+        statements = list(statements)
+        names = {_created_name(statement) for statement in statements}
+        if self.read_only or names <= self._schema:
             return
         with self.transaction() as c:
             for statement in statements:
                 c.execute(statement)
+        self._schema |= names
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -45,7 +45,10 @@ rows were replaced (a full reload) or only added (read the new rows). A read dec
 stream from its start up to what it needs, and keeps the decoded bytes and the
 decompressor (``_StreamReader``) so that the next read of the same stream goes on from
 there; a pack's row is fetched from the file in parts (``FETCH_BYTES`` first), as far as
-the read decodes.
+the read decodes. A pack (one whole zstd frame) is decoded by zstd's stream reader
+straight into the decoded bytes, to the end of the furthest object asked for
+(``FrameReader``); a stream of blocks, which may grow or end without a last block, a
+few whole blocks at a time (``BlockFeeder``).
 
 Deleting (gc) rewrites every stream holding a deleted object without it, as a pack; a
 writer whose open stream was rewritten meanwhile finds its last block gone and starts a
@@ -55,7 +58,7 @@ Damage: a row whose values are of the wrong type, out of range (a time beyond ye
 sizes declaring more than ``MAX_STREAM_BYTES``) or that follows such a row in its stream
 is left out of the directory and named (``iter_ids`` raises ``DamagedRowsError``, which
 fsck reports and gc sweeps around: ``drop_damaged``). A stream is never decoded beyond
-what its rows declare (``BlockFeeder``), and one that decodes to more is corrupt. The
+what its rows declare (``FrameReader``, ``BlockFeeder``), and one that decodes to more is corrupt. The
 sealer leaves a pack it cannot read as it is and seals the rest; it never stops a
 commit or ``close``.
 
@@ -74,6 +77,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import zstandard
 
@@ -82,7 +86,7 @@ from snapvc.backends.sqlite.layout import WALK_BYTES, read_order
 from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError, SnapvcError
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported, with_prefix
-from snapvc.store.codec import BLOCK_MAX, MAX_OBJECT, WINDOW_MAX, BlockFeeder, decompress_bounded
+from snapvc.store.codec import BLOCK_MAX, MAX_OBJECT, WINDOW_MAX, BlockFeeder, FrameReader, decompress_bounded
 
 __all__ = ["SqlitePackStore", "OPEN", "FINISHED", "PACKED", "SEALED", "STREAM_BLOCKS", "STREAM_BYTES", "PACK_BYTES",
            "JOIN_BYTES", "SEAL_LEVEL"]
@@ -223,17 +227,23 @@ class _Block:
 
 
 class _StreamReader:
-    """A stream decoded from its start as far as reads needed: its decoded bytes, and the
-    blocks of its zstd frame still to decode (None for this process's own open stream,
-    whose bytes are known without decoding, and once the stream is decoded to its end). Blocks are fed a few at a time
-    (``BlockFeeder``), so a row never decodes to more than its sizes declare, by more
-    than a block, however little of it is stored (a zstd bomb)."""
+    """A stream decoded from its start as far as reads needed: its decoded bytes, and
+    what still decodes the rest of its zstd frame (None for this process's own open
+    stream, whose bytes are known without decoding, and once the stream is decoded to
+    its end). A pack (PACKED, SEALED: one whole zstd frame, written at once) is decoded
+    by a ``FrameReader``, straight into ``decoded``; a stream of blocks is fed a few
+    blocks at a time (``BlockFeeder``): it may grow while it is read (another process's
+    open stream), and its frame has no end when its writer finished it by closing.
+    Either way a row never decodes to more than its sizes declare, by more than a
+    block, however little of it is stored (a zstd bomb)."""
 
-    def __init__(self, stream: int, decompress: bool = True) -> None:
+    def __init__(self, stream: int, whole: bool, decompress: bool = True) -> None:
         self.stream = stream
         self.decoded = bytearray()
-        self.decompressor = BlockFeeder(zstandard.ZstdDecompressor(max_window_size=WINDOW_MAX)) \
-            if decompress else None
+        self.decompressor: FrameReader | BlockFeeder | None = None
+        if decompress:
+            self.decompressor = FrameReader() if whole else BlockFeeder(
+                zstandard.ZstdDecompressor(max_window_size=WINDOW_MAX))
         self.next_block = stream  # the first block not yet fetched (in number order)
         self.fetched = 0  # of a stream's last row, fetched in parts: the bytes fetched so far
         self.ended = False  # decoded to its declared end, and checked that nothing follows
@@ -454,40 +464,20 @@ class SqlitePackStore:
         the lock); ``CorruptObjectError`` naming ``oid`` if they cannot be decoded. Never
         more is decoded than the stream's rows declare: a row that decodes to more (a
         zstd bomb) is damaged, found once a whole stream is read."""
+        state = self._blocks[self._streams[stream][-1]].state
+        complete = state != OPEN
         reader = self._readers.pop(stream, None)
         if reader is None:
-            reader = _StreamReader(stream)
+            reader = _StreamReader(stream, whole=state in (PACKED, SEALED))
         self._readers[stream] = reader  # now the most recently read
         where = f"pack {stream} of {str(self.file.path)!r}"
         declared = self._declared(stream)
         end = min(end, declared)
-        complete = self._blocks[self._streams[stream][-1]].state != OPEN
         try:
-            while reader.decompressor is not None and (len(reader.decoded) < end or (
-                    complete and len(reader.decoded) == declared and not reader.ended)):
-                if len(reader.decoded) >= end:
-                    # Read whole: nothing may follow what its rows declare.
-                    got = reader.decompressor.take(1)
-                    if got is None and (more := self._compressed_rows(stream, reader)):
-                        reader.decompressor.add(more)
-                        continue
-                    if got:
-                        raise CorruptObjectError(oid, f"{where} decodes to more than the {declared} bytes its rows "
-                                                      f"declare")
-                    if got is None:
-                        reader.ended = True
-                        reader.decompressor = None  # nothing left to decode: its window and input go
-                    continue
-                got = reader.decompressor.take(max(end - len(reader.decoded), BLOCK_MAX))
-                if got is None:
-                    more = self._compressed_rows(stream, reader)
-                    if not more:
-                        break
-                    reader.decompressor.add(more)
-                    continue
-                reader.decoded += got
-                if len(reader.decoded) > declared:
-                    raise CorruptObjectError(oid, f"{where} decodes to more than the {declared} bytes its rows declare")
+            if isinstance(reader.decompressor, FrameReader):
+                self._read_frame(reader, end, declared, where, oid)
+            else:
+                self._feed_blocks(reader, end, declared, complete, where, oid)
         except (zstandard.ZstdError, CorruptObjectError) as exc:
             del self._readers[stream]
             if isinstance(exc, CorruptObjectError):
@@ -498,6 +488,56 @@ class SqlitePackStore:
             raise CorruptObjectError(oid, f"{where} ends {end - len(reader.decoded)} bytes before it")
         self._trim_readers()
         return reader.decoded
+
+    def _read_frame(self, reader: _StreamReader, end: int, declared: int, where: str, oid: ObjectId) -> None:
+        """Decode a pack (``FrameReader``) to ``end``, or to its declared end when no
+        more than a block is left after ``end`` (as a stream fed whole blocks would); once
+        it is decoded to what its rows declare, check that nothing follows, and let its
+        decompressor go."""
+        decompressor = reader.decompressor
+        assert isinstance(decompressor, FrameReader)
+        if declared - end <= BLOCK_MAX:
+            end = declared
+        more = partial(self._compressed_rows, reader.stream, reader)
+        decompressor.read_into(reader.decoded, end, more)
+        if len(reader.decoded) == declared:
+            if not decompressor.ended(more):
+                raise CorruptObjectError(oid, f"{where} decodes to more than the {declared} bytes its rows declare")
+            reader.ended = True
+            reader.decompressor = None  # nothing left to decode: its window and input go
+
+    def _feed_blocks(self, reader: _StreamReader, end: int, declared: int, complete: bool, where: str,
+                     oid: ObjectId) -> None:
+        """Decode a stream of blocks a few blocks at a time (``BlockFeeder``) to ``end``."""
+        stream = reader.stream
+        feeder = reader.decompressor
+        if not isinstance(feeder, BlockFeeder):
+            return  # this process's own stream, or one decoded to its end: nothing to decode
+        while reader.decompressor is not None and (len(reader.decoded) < end or (
+                complete and len(reader.decoded) == declared and not reader.ended)):
+            if len(reader.decoded) >= end:
+                # Read whole: nothing may follow what its rows declare.
+                got = feeder.take(1)
+                if got is None and (more := self._compressed_rows(stream, reader)):
+                    feeder.add(more)
+                    continue
+                if got:
+                    raise CorruptObjectError(oid, f"{where} decodes to more than the {declared} bytes its rows "
+                                                  f"declare")
+                if got is None:
+                    reader.ended = True
+                    reader.decompressor = None  # nothing left to decode: its window and input go
+                continue
+            got = feeder.take(max(end - len(reader.decoded), BLOCK_MAX))
+            if got is None:
+                more = self._compressed_rows(stream, reader)
+                if not more:
+                    break
+                feeder.add(more)
+                continue
+            reader.decoded += got
+            if len(reader.decoded) > declared:
+                raise CorruptObjectError(oid, f"{where} decodes to more than the {declared} bytes its rows declare")
 
     def _compressed_rows(self, stream: int, reader: _StreamReader) -> bytes:
         """The next compressed bytes of the rows of ``stream`` that ``reader`` has not
@@ -679,7 +719,7 @@ class SqlitePackStore:
                                                   write_checksum=False).compressobj()
             writing = _Writing(number, number, 0, 0, compressor)
             self._readers.pop(number, None)
-            self._readers[number] = _StreamReader(number, decompress=False)
+            self._readers[number] = _StreamReader(number, whole=False, decompress=False)
         raw = b"".join(frame for _, frame in items)
         writing.blocks += 1
         writing.size += len(raw)
