@@ -205,3 +205,93 @@ def test_a_change_between_two_checkouts_of_the_same_branch_is_stored(tmp_path: P
     assert repo.get_commit(c.id).tree == fresh_tree(first)
     c = repo.commit(second)
     assert repo.get_commit(c.id).tree == fresh_tree(second)
+
+
+def plain_shapes() -> dict[str, Any]:
+    """``shapes`` as plain data alone (no typed value, tuple or datetime anywhere): what a
+    checkout records by its containers, leaving what they hold to be checked at the commit."""
+    state = shapes()
+    for key in ("typed", "notes", "tuple"):
+        del state[key]
+    return state
+
+
+# Changes in place of a plain state, each leaving the value equal (``==``) to what was
+# stored, or changing it where only its bytes tell: each must be stored as it is.
+PLAIN_CHANGES: dict[str, Callable[[dict[str, Any]], None]] = {
+    **{name: change for name, change in CHANGES.items() if not name.startswith(("typed", "tuple"))},
+    "list: 0 becomes -0.0": lambda s: s["list"][0].__setitem__("i", -0.0),
+    "list: an inline list becomes an equal tuple": lambda s: s["list"][3].__setitem__("tags", (3, "t")),
+    "long list: 1 becomes True deep in an element": lambda s: s["long_list"][1]["payload"].__setitem__(0, True),
+    "big map: keys reordered": lambda s: s["big_map"].__setitem__(
+        "key-0005", dict(reversed(list(s["big_map"]["key-0005"].items())))),
+    "dict: a value's list replaced by an equal list of floats": lambda s: s["dict"]["k6"].__setitem__("v", [6.0]),
+}
+
+
+@pytest.mark.parametrize("change", list(PLAIN_CHANGES))
+@pytest.mark.parametrize("rebuild", [False, True], ids=["same root", "rebuilt root"])
+def test_a_plain_value_changed_in_place_after_a_checkout_is_stored(tmp_path: Path, change: str,
+                                                                   rebuild: bool) -> None:
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit(plain_shapes())
+    with snapvc.open(path) as repo:
+        state = repo.checkout("main")
+        PLAIN_CHANGES[change](state)
+        committed = {**state} if rebuild else state
+        c = repo.commit(committed)
+        assert repo.get_commit(c.id).tree == fresh_tree(state)
+        again = repo.checkout("main")
+        again["counters"]["step"] = 2
+        c = repo.commit(again)
+        assert repo.get_commit(c.id).tree == fresh_tree(again)
+
+
+def _snapshots(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A counter of the flat snapshots (``DeepSnapshot.of``) taken."""
+    taken = [0]
+    of = seed.DeepSnapshot.of.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[seed.DeepSnapshot], values: list[Any]) -> seed.DeepSnapshot | None:
+        taken[0] += 1
+        return of(cls, values)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(seed.DeepSnapshot, "of", classmethod(counting))
+    return taken
+
+
+def test_a_checkout_of_plain_data_snapshots_nothing_and_its_commit_costs_the_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain state is snapshotted at the commit that follows its checkout, if one does,
+    once what it holds is found as stored; a checkout alone takes no snapshot."""
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit(plain_shapes())
+    taken = _snapshots(monkeypatch)
+    calls = count_encoded_below(monkeypatch)
+    with snapvc.open(path) as repo:
+        for _ in range(3):
+            state = repo.checkout("main")
+        assert taken[0] == 0
+        state["counters"]["step"] = 1
+        state["long_list"].append({"i": "appended"})
+        state["big_map"]["key-0007"] = {"v": "set"}
+        calls[0] = 0
+        c = repo.commit(state)
+        assert taken[0] > 0
+        assert calls[0] <= 2, calls[0]  # the new element and value: none of the hundreds of others
+        assert repo.get_commit(c.id).tree == fresh_tree(state)
+
+
+def test_a_checkout_of_typed_values_is_snapshotted_as_it_is_built(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the commit could not check against the stored bytes (a typed value, a tuple
+    inline) is snapshotted at the checkout, before the caller can change it."""
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit({**plain_shapes(), "pairs": [{"pair": (i, [i])} for i in range(40)]})
+    taken = _snapshots(monkeypatch)
+    with snapvc.open(path) as repo:
+        repo.checkout("main")
+        assert taken[0] > 0

@@ -120,10 +120,13 @@ def _walk_hook(code: int, data: bytes) -> Any:
     return ext_hook(code, data)
 
 
-def decode_node(oid: bytes, data: bytes, *, rebuild_types: bool = True) -> tuple[int, Any]:
+def decode_node(oid: bytes, data: bytes, *, rebuild_types: bool = True,
+                hook: Callable[[int, bytes], Any] = ext_hook) -> tuple[int, Any]:
     """``(kind, decoded payload)`` of an object's canonical bytes: the payload list of a
     node (see the table above), or the raw bytes of a BLOB. ``rebuild_types=False``: for
-    walks that need a node's children, not its values; inline typed values are not rebuilt."""
+    walks that need a node's children, not its values; inline typed values are not rebuilt.
+    ``hook``: the decoder's ``ext_hook`` when types are rebuilt (``values.ext_hook`` or
+    one that also notes what it met)."""
     kind = data[0] if data else -1
     if kind == BLOB:
         return kind, data[1:]
@@ -131,7 +134,7 @@ def decode_node(oid: bytes, data: bytes, *, rebuild_types: bool = True) -> tuple
         split_object(ObjectId(oid), data)  # raises the right error for unknown kinds
         raise CorruptObjectError(ObjectId(oid), f"a {KIND_NAMES[kind]} object cannot be a value")
     try:
-        node = msgpack.unpackb(memoryview(data)[1:], ext_hook=ext_hook if rebuild_types else _walk_hook, raw=False)
+        node = msgpack.unpackb(memoryview(data)[1:], ext_hook=hook if rebuild_types else _walk_hook, raw=False)
     except FormatVersionError as exc:  # a value type of a newer snapvc: name the object holding it
         raise FormatVersionError(f"object {ObjectId(oid)}: {exc}") from None
     except InvalidObjectIdError as exc:  # a reference that is not 32 bytes: the layout is wrong
