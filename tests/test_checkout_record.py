@@ -12,11 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 
 import snapvc
 from snapvc.encoding import nodes, reader, seed, splice, writer
-from snapvc.objects import BLOB
+from snapvc.objects import BLOB, SEQ
 from tests.test_chunking import fresh_tree
 from tests.test_commit_shapes import Message, Note, Point
 
@@ -295,3 +296,41 @@ def test_a_checkout_of_typed_values_is_snapshotted_as_it_is_built(tmp_path: Path
     with snapvc.open(path) as repo:
         repo.checkout("main")
         assert taken[0] > 0
+
+
+def test_the_leaves_of_a_plain_list_are_read_by_packing_what_was_built(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commit after a checkout of plain data reads a list's leaves holding no
+    reference by packing the values it was built with (``nodes.seq_leaf_packed``): the
+    same encodings, found in C, and what they hold checked on the way."""
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit({"long_list": plain_shapes()["long_list"], "counters": {"step": 0}})
+    cut = [0]
+    encodings = nodes.seq_leaf_encodings
+
+    def cutting(oid: bytes, data: bytes) -> list[bytes]:
+        cut[0] += 1
+        return encodings(oid, data)
+
+    monkeypatch.setattr(seed, "seq_leaf_encodings", cutting)
+    calls = count_encoded_below(monkeypatch)
+    with snapvc.open(path) as repo:
+        state = repo.checkout("main")
+        state["long_list"].append({"i": "appended"})
+        calls[0] = 0
+        c = repo.commit(state)
+        assert cut[0] == 0 and calls[0] <= 1, (cut[0], calls[0])
+        assert repo.get_commit(c.id).tree == fresh_tree(state)
+
+
+def test_a_leaf_read_by_packing_gives_what_is_cut_from_it_or_nothing() -> None:
+    pack = msgpack.Packer(use_bin_type=True, strict_types=True, autoreset=True).pack
+    values = ({"i": 1, "tags": [1, "t"]}, "text", 2.5, None, [True, -0.0])
+    data = bytes([SEQ]) + nodes.leaf_payload(SEQ, nodes.TAG_LIST, [pack(v) for v in values], pack)
+    oid = bytes(32)
+    assert nodes.seq_leaf_packed(oid, data, ("before", *values), 1, pack) == nodes.seq_leaf_encodings(oid, data)
+    changed = [({**values[0], "i": 1.0}, *values[1:]), (*values[:4], [1, -0.0]), (*values[:4], [True, 0.0]),
+               (*values[:4], (True, -0.0)), values[:4]]
+    for other in changed:
+        assert nodes.seq_leaf_packed(oid, data, other, 0, pack) is None, other

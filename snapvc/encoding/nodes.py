@@ -38,7 +38,8 @@ from snapvc.errors import CorruptObjectError, FormatVersionError, InvalidObjectI
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, KIND_NAMES, MAP, SEQ, TEXT, split_object
 
-__all__ = ["leaf_payload", "inner_payload", "decode_node", "children_of", "seq_leaf_encodings", "map_leaf_encodings",
+__all__ = ["leaf_payload", "inner_payload", "decode_node", "children_of", "seq_leaf_encodings", "seq_leaf_packed",
+           "map_leaf_encodings",
            "read_node", "StoredNode", "TAG_DICT", "TAG_LIST", "TAG_TUPLE", "TAG_STR", "TAG_BYTES"]
 
 # The container type tags of node payloads (see the table above). A MAP's tag is
@@ -190,6 +191,38 @@ def seq_leaf_encodings(oid: bytes, data: bytes) -> list[bytes]:
     except Exception as exc:
         raise CorruptObjectError(ObjectId(oid), f"cannot read the values of a SEQ leaf: {exc}") from None
     return out
+
+
+def seq_leaf_packed(oid: bytes, data: bytes, values: Any, at: int, pack: Pack) -> list[bytes] | None:
+    """The encodings of a SEQ leaf's values as ``seq_leaf_encodings`` gives them, made by
+    packing ``values[at:at + n]`` (``n``: the leaf's count) with ``pack``, when they make
+    exactly the leaf's stored bytes: a leaf holding no reference, whose values still encode
+    as stored (msgpack is a prefix code: equal joined bytes are equal encodings one by
+    one). None otherwise, or if a value does not pack."""
+    # The leaf's header, read here (an unpacker per leaf costs more than the rest): the
+    # kind, an array of 4, a one-byte tag, level 0, then the values' array header.
+    if data[1:2] != b"\x94" or data[2:3] not in (b"\x00", b"\x01") or data[3:4] != _ZERO:
+        return None
+    first = data[4] if len(data) > 4 else -1
+    if 0x90 <= first <= 0x9F:
+        n, start = first & 0x0F, 5
+    elif first == 0xDC:
+        n, start = int.from_bytes(data[5:7], "big"), 7
+    elif first == 0xDD:
+        n, start = int.from_bytes(data[5:9], "big"), 9
+    else:
+        return None
+    if at + n > len(values):
+        return None
+    try:
+        encs = list(map(pack, values[at:at + n]))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    joined = b"".join(encs)
+    # What follows the values is the empty list of references, and nothing else.
+    if len(data) != start + len(joined) + 1 or data[-1:] != _EMPTY_ARRAY or not data.startswith(joined, start):
+        return None
+    return encs
 
 
 def map_leaf_encodings(oid: bytes, data: bytes) -> list[tuple[str, bytes, bytes]]:

@@ -48,7 +48,8 @@ import msgpack
 
 from snapvc.encoding.adapters import adapter_for_value
 from snapvc.encoding.cache import IMMUTABLE_TYPES, MUTABLE_CONTAINERS, CacheEntry, DeepSnapshot, EncodeCache
-from snapvc.encoding.nodes import TAG_DICT, TAG_TUPLE, decode_node, map_leaf_encodings, seq_leaf_encodings
+from snapvc.encoding.nodes import (TAG_DICT, TAG_TUPLE, decode_node, map_leaf_encodings, seq_leaf_encodings,
+                                   seq_leaf_packed)
 from snapvc.encoding.prolly import Level, NodeRec
 from snapvc.encoding.reader import BuildLog, Loader
 from snapvc.encoding.splice import inner_levels
@@ -192,7 +193,7 @@ class Seeder:
         got_kind, node = decode_node(oid, raw, rebuild_types=False)
         if got_kind != kind or node[0] != (TAG_TUPLE if type(value) is tuple else TAG_DICT):
             return False
-        levels, entries = self._tree(kind, oid, raw, node)
+        levels, entries, checked = self._tree(kind, oid, raw, node, vals if plain else None)
         n = len(entries)
         if n != len(vals):
             return False
@@ -222,7 +223,7 @@ class Seeder:
             # stored as an object of its own by its own check. Only then is it snapshotted
             # (now); else its entry is checked kid by kid, as a root's is (``reuse``),
             # and what changed is encoded anew.
-            if not root:
+            if not root and not checked:
                 inline = [(v, enc) for _, v, enc in kids if not enc.startswith(REF_PREFIX)]
                 as_stored = self._as_stored([v for v, _ in inline], [enc for _, enc in inline])
             for step, v, enc in refs:
@@ -259,26 +260,40 @@ class Seeder:
         except (TypeError, ValueError, OverflowError):
             return False
 
-    def _tree(self, kind: int, oid: bytes, raw: bytes, node: list[Any]) -> tuple[list[Level] | None, list[Any]]:
+    def _tree(self, kind: int, oid: bytes, raw: bytes, node: list[Any],
+              vals: tuple[Any, ...] | None) -> tuple[list[Level] | None, list[Any], bool]:
         """(levels as the encoder keeps them, or None for a single node; the level-0
-        entries: ``(key, key encoding, value encoding)`` for maps, value encodings for lists)."""
+        entries: ``(key, key encoding, value encoding)`` for maps, value encodings for lists;
+        whether ``vals``, what the container held when built, if given, were found to
+        encode to them all: ``_leaf``)."""
         if node[1] == 0:
-            return None, self._leaf(kind, oid, raw)
+            return (None, *self._leaf(kind, oid, raw, vals, 0))
         levels = inner_levels(self.loader, kind, oid, node, self._pack)
         leaves = [e[-2][len(REF_PREFIX):] for e in levels[0].entries]
         found = self.loader.fetch_many(leaves)
         entries: list[Any] = []
         recs: list[NodeRec] = []
+        checked = True
         for leaf in leaves:
             start = len(entries)
-            entries += self._leaf(kind, leaf, found[leaf])
+            got, leaf_checked = self._leaf(kind, leaf, found[leaf], vals, start)
+            entries += got
+            checked = checked and leaf_checked
             recs.append(NodeRec(start, len(entries), True, REF_PREFIX + leaf, len(entries) - start,
                                 entries[start][1] if kind == MAP else None))
         recs[-1] = recs[-1]._replace(closed=False)  # perhaps open: re-cut rather than reused
         level0 = [(kb, v) for _, kb, v in entries] if kind == MAP else entries
-        return [Level(level0, recs), *levels], entries
+        return [Level(level0, recs), *levels], entries, checked
 
-    def _leaf(self, kind: int, oid: bytes, raw: bytes) -> list[Any]:
+    def _leaf(self, kind: int, oid: bytes, raw: bytes, vals: tuple[Any, ...] | None,
+              at: int) -> tuple[list[Any], bool]:
+        """The entries of a leaf, and whether ``vals[at:]`` (if given) were found to encode
+        to them: a list's leaf holding no reference is read by packing them (in C, not
+        element by element in Python), and they are then checked too."""
         if kind == MAP:
-            return map_leaf_encodings(oid, raw)
-        return seq_leaf_encodings(oid, raw)
+            return map_leaf_encodings(oid, raw), False
+        if vals is not None:
+            encs = seq_leaf_packed(oid, raw, vals, at, self._strict)
+            if encs is not None:
+                return encs, True
+        return seq_leaf_encodings(oid, raw), False
