@@ -17,7 +17,7 @@ import pytest
 
 import snapvc
 from snapvc.encoding import nodes, reader, seed, splice, writer
-from snapvc.objects import BLOB, SEQ
+from snapvc.objects import BLOB, SEQ, TEXT
 from tests.test_chunking import fresh_tree
 from tests.test_commit_shapes import Message, Note, Point
 
@@ -102,8 +102,9 @@ def _decodes(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return counts
 
 
-def _nodes_of(repo: snapvc.Repository, tree: snapvc.ObjectId) -> int:
-    """How many distinct objects below ``tree`` are nodes (not chunks of text)."""
+def _nodes_of(repo: snapvc.Repository, tree: snapvc.ObjectId, texts: bool = True) -> int:
+    """How many distinct objects below ``tree`` are nodes (not chunks of text); with
+    ``texts`` False, not counting the nodes of long str and bytes values either."""
     seen: set[bytes] = set()
     frontier = [bytes(tree)]
     count = 0
@@ -113,7 +114,7 @@ def _nodes_of(repo: snapvc.Repository, tree: snapvc.ObjectId) -> int:
             continue
         seen.add(oid)
         data = repo.loader.fetch(oid)
-        if data[0] == BLOB:
+        if data[0] == BLOB or (data[0] == TEXT and not texts):
             continue
         count += 1
         frontier += nodes.children_of(*nodes.decode_node(oid, data, rebuild_types=False))
@@ -126,11 +127,14 @@ def test_a_checkout_decodes_each_node_once_and_teaches_nothing(tmp_path: Path,
     with snapvc.open(path) as repo:
         c = repo.commit(shapes())
         expected = _nodes_of(repo, c.tree)
+        again = _nodes_of(repo, c.tree, texts=False)
+    assert again < expected
     counts = _decodes(monkeypatch)
     with snapvc.open(path) as repo:
-        for _ in range(3):  # checkouts not followed by a commit: none teaches anything
+        for i in range(3):  # checkouts not followed by a commit: none teaches anything
             state = repo.checkout("main")
-            assert counts == {"reader": expected, "seeder": 0}, (counts, expected)
+            # long strings built once are handed out again as they are (immutable)
+            assert counts == {"reader": expected if i == 0 else again, "seeder": 0}, (counts, expected, again)
             counts["reader"] = 0
         state["counters"]["step"] = 1
         c = repo.commit(state)
@@ -334,3 +338,25 @@ def test_a_leaf_read_by_packing_gives_what_is_cut_from_it_or_nothing() -> None:
                (*values[:4], (True, -0.0)), values[:4]]
     for other in changed:
         assert nodes.seq_leaf_packed(oid, data, other, 0, pack) is None, other
+
+
+def test_long_strings_read_once_are_kept_within_their_budget_and_let_go_on_close(tmp_path: Path) -> None:
+    """The object cache keeps the long str and bytes a checkout built (within its budget
+    in bytes, past which the first kept go first), handed out again as they are; a
+    closed repository keeps none."""
+    texts = {f"doc-{i}": f"document {i} " * 2000 for i in range(40)}  # 40 texts of 26 KB
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit({"docs": texts, "blob": b"\x01" * 50_000})
+    repo = snapvc.open(path)
+    repo.loader.cache = reader.ObjectCache(8 << 20)  # a budget for texts of 2 MiB: all of them
+    first = repo.checkout("main")
+    again = repo.checkout("main")
+    assert again == first and all(again["docs"][k] is first["docs"][k] for k in texts)
+    assert again["blob"] is first["blob"]
+    repo.loader.cache = reader.ObjectCache(4 << 20)  # 1 MiB for texts: the last ones read
+    repo.checkout("main")
+    assert 0 < repo.loader.cache.text_size <= repo.loader.cache.text_bytes
+    assert repo.checkout("main") == first
+    repo.close()
+    assert repo.loader.cache.text_size == 0
