@@ -17,7 +17,11 @@ import pytest
 
 import snapvc
 from snapvc.encoding import nodes, reader, seed, splice, writer
+from snapvc.encoding.values import ext_hook
+from snapvc.errors import FormatVersionError
 from snapvc.objects import BLOB, SEQ, TEXT
+from tests.exact import same
+from tests.golden_values import golden_states
 from tests.test_chunking import fresh_tree
 from tests.test_commit_shapes import Message, Note, Point
 
@@ -360,3 +364,25 @@ def test_long_strings_read_once_are_kept_within_their_budget_and_let_go_on_close
     assert repo.checkout("main") == first
     repo.close()
     assert repo.loader.cache.text_size == 0
+
+
+@pytest.mark.skipif(nodes.ormsgpack is None, reason="ormsgpack is not installed: msgpack alone decodes")
+@pytest.mark.parametrize("name", [*golden_states(), "shapes"])
+def test_both_decoders_read_every_state_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Node payloads decode to the same values, types and all, with ormsgpack (where it
+    is installed) and with msgpack alone; so do errors a value's decoding raises."""
+    state = shapes() if name == "shapes" else golden_states()[name]
+    with snapvc.open(tmp_path / "r.snapvc") as repo:
+        repo.commit(state)
+        fast = repo.checkout("main")
+        monkeypatch.setattr(nodes, "_unpack", nodes.unpack_msgpack)
+        repo.loader.cache.clear()
+        pure = repo.checkout("main")
+    assert same(fast, pure) and same(pure, state)
+
+
+def test_an_error_in_an_inline_value_is_raised_as_itself_by_either_decoder() -> None:
+    payload = msgpack.packb(["x", msgpack.ExtType(99, b"newer")])  # an extension code unknown here
+    for unpack in (nodes.unpack_msgpack, nodes.unpack_ormsgpack) if nodes.ormsgpack else (nodes.unpack_msgpack,):
+        with pytest.raises(FormatVersionError):
+            unpack(payload, ext_hook)
