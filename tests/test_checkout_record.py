@@ -12,11 +12,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 
 import snapvc
 from snapvc.encoding import nodes, reader, seed, splice, writer
-from snapvc.objects import BLOB
+from snapvc.encoding.values import ext_hook
+from snapvc.errors import FormatVersionError
+from snapvc.objects import BLOB, SEQ, TEXT
+from tests.exact import same
+from tests.golden_values import golden_states
 from tests.test_chunking import fresh_tree
 from tests.test_commit_shapes import Message, Note, Point
 
@@ -101,8 +106,9 @@ def _decodes(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return counts
 
 
-def _nodes_of(repo: snapvc.Repository, tree: snapvc.ObjectId) -> int:
-    """How many distinct objects below ``tree`` are nodes (not chunks of text)."""
+def _nodes_of(repo: snapvc.Repository, tree: snapvc.ObjectId, texts: bool = True) -> int:
+    """How many distinct objects below ``tree`` are nodes (not chunks of text); with
+    ``texts`` False, not counting the nodes of long str and bytes values either."""
     seen: set[bytes] = set()
     frontier = [bytes(tree)]
     count = 0
@@ -112,7 +118,7 @@ def _nodes_of(repo: snapvc.Repository, tree: snapvc.ObjectId) -> int:
             continue
         seen.add(oid)
         data = repo.loader.fetch(oid)
-        if data[0] == BLOB:
+        if data[0] == BLOB or (data[0] == TEXT and not texts):
             continue
         count += 1
         frontier += nodes.children_of(*nodes.decode_node(oid, data, rebuild_types=False))
@@ -125,11 +131,14 @@ def test_a_checkout_decodes_each_node_once_and_teaches_nothing(tmp_path: Path,
     with snapvc.open(path) as repo:
         c = repo.commit(shapes())
         expected = _nodes_of(repo, c.tree)
+        again = _nodes_of(repo, c.tree, texts=False)
+    assert again < expected
     counts = _decodes(monkeypatch)
     with snapvc.open(path) as repo:
-        for _ in range(3):  # checkouts not followed by a commit: none teaches anything
+        for i in range(3):  # checkouts not followed by a commit: none teaches anything
             state = repo.checkout("main")
-            assert counts == {"reader": expected, "seeder": 0}, (counts, expected)
+            # long strings built once are handed out again as they are (immutable)
+            assert counts == {"reader": expected if i == 0 else again, "seeder": 0}, (counts, expected, again)
             counts["reader"] = 0
         state["counters"]["step"] = 1
         c = repo.commit(state)
@@ -205,3 +214,175 @@ def test_a_change_between_two_checkouts_of_the_same_branch_is_stored(tmp_path: P
     assert repo.get_commit(c.id).tree == fresh_tree(first)
     c = repo.commit(second)
     assert repo.get_commit(c.id).tree == fresh_tree(second)
+
+
+def plain_shapes() -> dict[str, Any]:
+    """``shapes`` as plain data alone (no typed value, tuple or datetime anywhere): what a
+    checkout records by its containers, leaving what they hold to be checked at the commit."""
+    state = shapes()
+    for key in ("typed", "notes", "tuple"):
+        del state[key]
+    return state
+
+
+# Changes in place of a plain state, each leaving the value equal (``==``) to what was
+# stored, or changing it where only its bytes tell: each must be stored as it is.
+PLAIN_CHANGES: dict[str, Callable[[dict[str, Any]], None]] = {
+    **{name: change for name, change in CHANGES.items() if not name.startswith(("typed", "tuple"))},
+    "list: 0 becomes -0.0": lambda s: s["list"][0].__setitem__("i", -0.0),
+    "list: an inline list becomes an equal tuple": lambda s: s["list"][3].__setitem__("tags", (3, "t")),
+    "long list: 1 becomes True deep in an element": lambda s: s["long_list"][1]["payload"].__setitem__(0, True),
+    "big map: keys reordered": lambda s: s["big_map"].__setitem__(
+        "key-0005", dict(reversed(list(s["big_map"]["key-0005"].items())))),
+    "dict: a value's list replaced by an equal list of floats": lambda s: s["dict"]["k6"].__setitem__("v", [6.0]),
+}
+
+
+@pytest.mark.parametrize("change", list(PLAIN_CHANGES))
+@pytest.mark.parametrize("rebuild", [False, True], ids=["same root", "rebuilt root"])
+def test_a_plain_value_changed_in_place_after_a_checkout_is_stored(tmp_path: Path, change: str,
+                                                                   rebuild: bool) -> None:
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit(plain_shapes())
+    with snapvc.open(path) as repo:
+        state = repo.checkout("main")
+        PLAIN_CHANGES[change](state)
+        committed = {**state} if rebuild else state
+        c = repo.commit(committed)
+        assert repo.get_commit(c.id).tree == fresh_tree(state)
+        again = repo.checkout("main")
+        again["counters"]["step"] = 2
+        c = repo.commit(again)
+        assert repo.get_commit(c.id).tree == fresh_tree(again)
+
+
+def _snapshots(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A counter of the flat snapshots (``DeepSnapshot.of``) taken."""
+    taken = [0]
+    of = seed.DeepSnapshot.of.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[seed.DeepSnapshot], values: list[Any]) -> seed.DeepSnapshot | None:
+        taken[0] += 1
+        return of(cls, values)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(seed.DeepSnapshot, "of", classmethod(counting))
+    return taken
+
+
+def test_a_checkout_of_plain_data_snapshots_nothing_and_its_commit_costs_the_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain state is snapshotted at the commit that follows its checkout, if one does,
+    once what it holds is found as stored; a checkout alone takes no snapshot."""
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit(plain_shapes())
+    taken = _snapshots(monkeypatch)
+    calls = count_encoded_below(monkeypatch)
+    with snapvc.open(path) as repo:
+        for _ in range(3):
+            state = repo.checkout("main")
+        assert taken[0] == 0
+        state["counters"]["step"] = 1
+        state["long_list"].append({"i": "appended"})
+        state["big_map"]["key-0007"] = {"v": "set"}
+        calls[0] = 0
+        c = repo.commit(state)
+        assert taken[0] > 0
+        assert calls[0] <= 2, calls[0]  # the new element and value: none of the hundreds of others
+        assert repo.get_commit(c.id).tree == fresh_tree(state)
+
+
+def test_a_checkout_of_typed_values_is_snapshotted_as_it_is_built(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the commit could not check against the stored bytes (a typed value, a tuple
+    inline) is snapshotted at the checkout, before the caller can change it."""
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit({**plain_shapes(), "pairs": [{"pair": (i, [i])} for i in range(40)]})
+    taken = _snapshots(monkeypatch)
+    with snapvc.open(path) as repo:
+        repo.checkout("main")
+        assert taken[0] > 0
+
+
+def test_the_leaves_of_a_plain_list_are_read_by_packing_what_was_built(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commit after a checkout of plain data reads a list's leaves holding no
+    reference by packing the values it was built with (``nodes.seq_leaf_packed``): the
+    same encodings, found in C, and what they hold checked on the way."""
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit({"long_list": plain_shapes()["long_list"], "counters": {"step": 0}})
+    cut = [0]
+    encodings = nodes.seq_leaf_encodings
+
+    def cutting(oid: bytes, data: bytes) -> list[bytes]:
+        cut[0] += 1
+        return encodings(oid, data)
+
+    monkeypatch.setattr(seed, "seq_leaf_encodings", cutting)
+    calls = count_encoded_below(monkeypatch)
+    with snapvc.open(path) as repo:
+        state = repo.checkout("main")
+        state["long_list"].append({"i": "appended"})
+        calls[0] = 0
+        c = repo.commit(state)
+        assert cut[0] == 0 and calls[0] <= 1, (cut[0], calls[0])
+        assert repo.get_commit(c.id).tree == fresh_tree(state)
+
+
+def test_a_leaf_read_by_packing_gives_what_is_cut_from_it_or_nothing() -> None:
+    pack = msgpack.Packer(use_bin_type=True, strict_types=True, autoreset=True).pack
+    values = ({"i": 1, "tags": [1, "t"]}, "text", 2.5, None, [True, -0.0])
+    data = bytes([SEQ]) + nodes.leaf_payload(SEQ, nodes.TAG_LIST, [pack(v) for v in values], pack)
+    oid = bytes(32)
+    assert nodes.seq_leaf_packed(oid, data, ("before", *values), 1, pack) == nodes.seq_leaf_encodings(oid, data)
+    changed = [({**values[0], "i": 1.0}, *values[1:]), (*values[:4], [1, -0.0]), (*values[:4], [True, 0.0]),
+               (*values[:4], (True, -0.0)), values[:4]]
+    for other in changed:
+        assert nodes.seq_leaf_packed(oid, data, other, 0, pack) is None, other
+
+
+def test_long_strings_read_once_are_kept_within_their_budget_and_let_go_on_close(tmp_path: Path) -> None:
+    """The object cache keeps the long str and bytes a checkout built (within its budget
+    in bytes, past which the first kept go first), handed out again as they are; a
+    closed repository keeps none."""
+    texts = {f"doc-{i}": f"document {i} " * 2000 for i in range(40)}  # 40 texts of 26 KB
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit({"docs": texts, "blob": b"\x01" * 50_000})
+    repo = snapvc.open(path)
+    repo.loader.cache = reader.ObjectCache(8 << 20)  # a budget for texts of 2 MiB: all of them
+    first = repo.checkout("main")
+    again = repo.checkout("main")
+    assert again == first and all(again["docs"][k] is first["docs"][k] for k in texts)
+    assert again["blob"] is first["blob"]
+    repo.loader.cache = reader.ObjectCache(4 << 20)  # 1 MiB for texts: the last ones read
+    repo.checkout("main")
+    assert 0 < repo.loader.cache.text_size <= repo.loader.cache.text_bytes
+    assert repo.checkout("main") == first
+    repo.close()
+    assert repo.loader.cache.text_size == 0
+
+
+@pytest.mark.skipif(nodes.ormsgpack is None, reason="ormsgpack is not installed: msgpack alone decodes")
+@pytest.mark.parametrize("name", [*golden_states(), "shapes"])
+def test_both_decoders_read_every_state_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Node payloads decode to the same values, types and all, with ormsgpack (where it
+    is installed) and with msgpack alone; so do errors a value's decoding raises."""
+    state = shapes() if name == "shapes" else golden_states()[name]
+    with snapvc.open(tmp_path / "r.snapvc") as repo:
+        repo.commit(state)
+        fast = repo.checkout("main")
+        monkeypatch.setattr(nodes, "_unpack", nodes.unpack_msgpack)
+        repo.loader.cache.clear()
+        pure = repo.checkout("main")
+    assert same(fast, pure) and same(pure, state)
+
+
+def test_an_error_in_an_inline_value_is_raised_as_itself_by_either_decoder() -> None:
+    payload = msgpack.packb(["x", msgpack.ExtType(99, b"newer")])  # an extension code unknown here
+    for unpack in (nodes.unpack_msgpack, nodes.unpack_ormsgpack) if nodes.ormsgpack else (nodes.unpack_msgpack,):
+        with pytest.raises(FormatVersionError):
+            unpack(payload, ext_hook)

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple, overload
 
 from snapvc.encoding.adapters import adapter_for_name
 from snapvc.encoding.nodes import TAG_DICT, TAG_STR, TAG_TUPLE, children_of, decode_node
+from snapvc.encoding.values import ext_hook
 from snapvc.errors import (
     CorruptObjectError,
     InvalidObjectIdError,
@@ -32,7 +33,7 @@ from snapvc.errors import (
 from snapvc.ids import ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
 
-__all__ = ["Built", "Loader", "MapView", "Part", "SeqView", "is_tuple", "node_parts", "tree_root"]
+__all__ = ["BuildLog", "Built", "Loader", "MapView", "Part", "SeqView", "is_tuple", "node_parts", "tree_root"]
 
 _BLOB_KIND = bytes([BLOB])
 # Objects a materialization fetches at once (a level of a large tree is read in batches).
@@ -49,6 +50,25 @@ class Built(NamedTuple):
     value: Any
     node: list[Any] | None
     size: int
+
+
+class BuildLog:
+    """What ``Loader.materialize`` built, when asked: ``objects``, a ``Built`` for each
+    stored object, the value itself last; and whether the value is plain data
+    (``plain``): dicts, lists and tuples stored as objects of their own, str, bytes, int,
+    float, bool and None, with no value stored as an extension type (a tuple or typed
+    value inline, a scalar such as a datetime) nor a typed value of its own object."""
+
+    __slots__ = ("objects", "plain")
+
+    def __init__(self) -> None:
+        self.objects: list[Built] = []
+        self.plain = True
+
+    def ext_hook(self, code: int, data: bytes) -> Any:
+        """``ext_hook`` of the decoder: notes that the value is not plain data."""
+        self.plain = False
+        return ext_hook(code, data)
 
 
 class Part(NamedTuple):
@@ -90,6 +110,9 @@ class ObjectCache:
     owner (the repository) empties it on close. One read of many objects (a checkout)
     keeps at most ``bulk_bytes`` of them: a large state read once does not push out
     what smaller reads keep, nor hold a budget's worth of bytes it will not read again.
+    Beside the objects, it keeps the long str and bytes values a materialization built
+    (``put_text``, within ``text_bytes``): immutable, they are handed out again as they
+    are, their objects neither read nor decoded again.
     """
 
     def __init__(self, max_bytes: int = 64 << 20) -> None:
@@ -99,6 +122,13 @@ class ObjectCache:
         self._size = 0
         self._lock = Lock()
         self.get = self._data.get
+        # Long str and bytes values as built (immutable: handed out again as they are, not
+        # joined and decoded again), by the id of their TEXT object: (value, its bytes).
+        # Within ``text_bytes`` bytes of UTF-8, first in, first out.
+        self.text_bytes = max_bytes // 4
+        self._texts: dict[bytes, tuple[str | bytes, int]] = {}
+        self._text_size = 0
+        self.get_text = self._texts.get
 
     def put(self, oid: bytes, data: bytes) -> None:
         if len(data) > self.max_bytes // 8 or oid in self._data:
@@ -110,15 +140,33 @@ class ObjectCache:
                 old = self._data.pop(next(iter(self._data)))
                 self._size -= len(old)
 
+    def put_text(self, oid: bytes, value: str | bytes, size: int) -> None:
+        """Keep the long str or bytes built from the TEXT object ``oid`` (``size`` bytes)."""
+        if size > self.text_bytes // 8 or oid in self._texts:
+            return
+        with self._lock:
+            self._texts[oid] = (value, size)
+            self._text_size += size
+            while self._text_size > self.text_bytes:
+                _, old = self._texts.pop(next(iter(self._texts)))
+                self._text_size -= old
+
     @property
     def size(self) -> int:
-        """The bytes it holds (at most ``max_bytes``)."""
+        """The bytes of objects it holds (at most ``max_bytes``)."""
         return self._size
+
+    @property
+    def text_size(self) -> int:
+        """The bytes of the long str and bytes values it holds (at most ``text_bytes``)."""
+        return self._text_size
 
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
             self._size = 0
+            self._texts.clear()
+            self._text_size = 0
 
 
 class Loader:
@@ -167,11 +215,12 @@ class Loader:
 
     # -- materialization ----------------------------------------------------------------
 
-    def materialize(self, oid: bytes, built: list[Built] | None = None) -> Any:
+    def materialize(self, oid: bytes, built: BuildLog | None = None) -> Any:
         """The value stored under ``oid`` as fresh Python objects. Objects that verify
         but do not hold a state snapvc could have written (a hostile or foreign writer's:
         wrong layouts, nesting past any limit) raise ``CorruptObjectError``. ``built``, if
-        given, is extended with what was built from each stored object, the value itself last."""
+        given, logs what was built from each stored object, the value itself last, and
+        whether the value is plain data."""
         # Building thousands of containers would start the cyclic garbage collector over
         # and over, to find no garbage: it waits until the value is built (and stays off
         # if it was off).
@@ -198,11 +247,13 @@ class Loader:
             if collecting:
                 gc.enable()
 
-    def _materialize(self, oid: bytes, built: list[Built] | None) -> Any:
+    def _materialize(self, oid: bytes, built: BuildLog | None) -> Any:
+        hook = built.ext_hook if built is not None else ext_hook
         decoded: dict[bytes, tuple[int, Any]] = {}
         raw: dict[bytes, bytes] = {}
-        frontier = [oid]
         cache = self.cache
+        texts = cache._texts  # long str and bytes built before: not read again
+        frontier = [oid] if oid not in texts else []
         kept = 0  # bytes cached: past the cache's bulk_bytes, what is read is not kept
         while frontier:
             refs: list[bytes] = []
@@ -216,10 +267,10 @@ class Loader:
                     data = raw[fid] = found[fid]
                     if data[:1] == _BLOB_KIND:
                         continue  # a chunk's bytes are taken as they are (``_Builder._text_into``)
-                    kind, node = decoded[fid] = decode_node(fid, data)
+                    kind, node = decoded[fid] = decode_node(fid, data, hook=hook)
                     refs += children_of(kind, node)
-            frontier = [r for r in dict.fromkeys(refs) if r not in raw]
-        return _Builder(decoded, raw, built, self.fetch).build(oid)
+            frontier = [r for r in dict.fromkeys(refs) if r not in raw and r not in texts]
+        return _Builder(decoded, raw, built, self.fetch, hook, cache).build(oid)
 
     def _path_to_type(self, oid: bytes, name: str, at: int = 0) -> tuple[Any, ...] | None:
         """The path, below the value ``oid``, of the first typed value stored under
@@ -276,30 +327,41 @@ def _inline_path_to_type(value: Any, name: str) -> tuple[Any, ...] | None:
 
 class _Builder:
     """Assembles decoded nodes into values; a node used twice is decoded afresh so no
-    two places in the result share a mutable object. ``built`` (if not None) lists what
-    was built from each stored object (``Built``)."""
+    two places in the result share a mutable object. ``built`` (if not None) logs what
+    was built from each stored object (``BuildLog``)."""
 
     def __init__(self, decoded: dict[bytes, tuple[int, Any]], raw: dict[bytes, bytes],
-                 built: list[Built] | None, fetch: Callable[[bytes], bytes]) -> None:
+                 built: BuildLog | None, fetch: Callable[[bytes], bytes], hook: Callable[[int, bytes], Any],
+                 cache: ObjectCache) -> None:
         self.decoded = decoded
         self.raw = raw
         self.built = built
+        self.log = built.objects if built is not None else None
+        self.hook = hook
+        self.cache = cache
         self.fetch = fetch  # a chunk met again: its bytes were let go once taken
 
     def _take(self, oid: bytes) -> tuple[int, Any]:
         got = self.decoded.pop(oid, None)
         if got is None:
             data = self.raw.get(oid)
-            return decode_node(oid, data if data is not None else self.fetch(oid))
+            return decode_node(oid, data if data is not None else self.fetch(oid), hook=self.hook)
         return got
 
     def build(self, oid: bytes) -> Any:
+        built = self.log
+        known = self.cache.get_text(oid)
+        if known is not None:
+            if built is not None:
+                built.append(Built(oid, known[0], None, 0))
+            return known[0]
         kind, node = self._take(oid)
-        built = self.built
         if kind == MAP:
             out = self._map_into(node, {})
             tag = node[0]
             if tag != TAG_DICT:
+                if self.built is not None:
+                    self.built.plain = False
                 return adapter_for_name(tag).from_fields(out)
             if built is not None:
                 built.append(Built(oid, out, node, len(self.raw[oid])))
@@ -321,6 +383,7 @@ class _Builder:
                     text = data.decode("utf-8")
                 except UnicodeDecodeError as exc:
                     raise CorruptObjectError(ObjectId(oid), f"text is not valid UTF-8: {exc}") from None
+            self.cache.put_text(oid, text, len(data))
             if built is not None:
                 built.append(Built(oid, text, None, len(self.raw[oid])))
             return text

@@ -31,7 +31,7 @@ from snapvc import tracing
 from snapvc.backends.base import Backend
 from snapvc.backends.open import open_backend
 from snapvc.encoding.paths import StatePath, parse_path
-from snapvc.encoding.reader import Built, Loader, MapView, ObjectCache
+from snapvc.encoding.reader import BuildLog, Loader, MapView, ObjectCache
 from snapvc.encoding.seed import LoadRecord, Seeder
 from snapvc.encoding.writer import EncodeCache, Encoder
 from snapvc.errors import (
@@ -631,7 +631,7 @@ class RepositoryCore:
         HEAD stays where it is (``switch`` moves it). The next commit of the state, changed,
         to the branch ``rev`` names (or HEAD's, for any other rev) costs the change."""
         commit = self.get_commit(self.resolve(rev))
-        built: list[Built] = []
+        built = BuildLog()
         state: dict[str, Any] = self.loader.materialize(commit.tree, built)
         branch = None
         if isinstance(rev, str) and ref_name_problem(HEADS + rev) is None and self.refs.get(HEADS + rev) is not None:
@@ -643,12 +643,12 @@ class RepositoryCore:
         """The state of commit ``commit_id`` as a fresh dict, taught to ``ref``'s encode
         cache (``State`` loads its working copy so)."""
         commit = self.get_commit(commit_id)
-        built: list[Built] = []
+        built = BuildLog()
         state: dict[str, Any] = self.loader.materialize(commit.tree, built)
         self._seed(ref, commit, built)
         return state
 
-    def _seed(self, ref: str | None, commit: Commit, built: list[Built]) -> None:
+    def _seed(self, ref: str | None, commit: Commit, built: BuildLog) -> None:
         """Record for the encode cache of ``ref`` (default: HEAD's branch, where a commit
         of the state goes by default) what the state just materialized from ``commit``'s
         tree was built as (``built``): the next commit on ``ref`` is taught it first
