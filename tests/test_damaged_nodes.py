@@ -92,3 +92,13 @@ def test_fsck_and_gc_name_the_damaged_node(tmp_path: Path, case: str) -> None:
         with pytest.raises(snapvc.RepositoryError, match=f"gc stopped before deleting anything: .*{bad_id}"):
             repo.gc(grace=0, reflog_expiry=0)
         assert repo.store.get(bad_id)  # nothing was deleted
+
+
+def test_bytes_after_a_node_s_payload_make_it_corrupt_to_every_walk() -> None:
+    # A checkout may decode with a decoder that stops at the end of the payload; a walk
+    # (fsck, gc, a clone or push) decodes strictly and names the node.
+    data = bytes((MAP,)) + msgpack.packb([0, 0, {"a": 1}, []], use_bin_type=True) + b"\xc0"
+    oid = ObjectId(hash_bytes(data))
+    with pytest.raises(snapvc.CorruptObjectError) as raised:
+        read_children(oid, data)
+    assert raised.value.object_id == oid and "cannot decode map payload" in str(raised.value)

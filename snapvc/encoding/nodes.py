@@ -173,7 +173,8 @@ def decode_node(oid: bytes, data: bytes, *, rebuild_types: bool = True,
         split_object(ObjectId(oid), data)  # raises the right error for unknown kinds
         raise CorruptObjectError(ObjectId(oid), f"a {KIND_NAMES[kind]} object cannot be a value")
     try:
-        node = _unpack(memoryview(data)[1:], hook if rebuild_types else _walk_hook)
+        payload = memoryview(data)[1:]
+        node = _unpack(payload, hook) if rebuild_types else unpack_msgpack(payload, _walk_hook)
     except FormatVersionError as exc:  # a value type of a newer snapvc: name the object holding it
         raise FormatVersionError(f"object {ObjectId(oid)}: {exc}") from None
     except InvalidObjectIdError as exc:  # a reference that is not 32 bytes: the layout is wrong
