@@ -12,16 +12,26 @@ gives the same answers; both are tested.
 
 Equality is never used: ``1``, ``1.0`` and ``True`` are equal but encode differently,
 and a container replaced by an equal one must be seen as replaced.
+
+A dict is checked cheaper still (``dict_versions``): CPython stamps a dict with a new
+number from one counter, never reused, each time a key or a value of it is set, replaced
+or removed (its ``ma_version_tag``). A dict holding the very keys and values it held has
+the number it had, so comparing one number per dict says what comparing its keys and
+values said, and reads only the dict's header: a long history's dicts are checked without
+reading their tables. Where the interpreter does not stamp dicts so (a check made at the
+first use, ``_version_reader``), ``dict_versions`` is None and dicts are compared by what
+they hold.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from operator import is_
+from itertools import repeat
+from operator import add, floordiv, is_, itemgetter
 from typing import Any
 
-__all__ = ["same_objects", "same_prefix", "compare_by_address"]
+__all__ = ["same_objects", "same_prefix", "compare_by_address", "dict_versions", "recorded_versions", "DictVersions"]
 
 
 def _by_element(a: list[Any], b: list[Any]) -> bool:
@@ -61,10 +71,12 @@ _references: Any = _UNSET  # set at the first comparison (``ctypes`` is imported
 
 
 def compare_by_address(enabled: bool) -> None:
-    """Use the one-``memcmp`` comparison (where the platform allows it) or the element
-    by element one (for tests: both must give the same answers)."""
-    global _references
+    """Use the one-``memcmp`` comparison and dicts' version numbers (where the platform
+    allows them) or the element by element comparison (for tests: both must give the same
+    answers). Dicts recorded by version number before are still checked by it."""
+    global _references, _versions_on
     _references = _address_reader() if enabled else None
+    _versions_on = enabled
 
 
 def same_objects(a: list[Any], b: list[Any]) -> bool:
@@ -90,3 +102,96 @@ def _head(items: list[Any] | tuple[Any, ...], n: int) -> list[Any]:
     """The first ``n`` items as a list of our own (taken in one C call: a list that is
     the caller's is never read through its array while its owner may grow it)."""
     return items[:n] if type(items) is list else list(items[:n])
+
+
+class DictVersions:
+    """Reads dicts' version numbers (see the module notes) at C speed: ``where`` gives the
+    places of the numbers of some dicts, ``read`` the numbers at those places. A place is
+    valid while its dict lives: the caller holds the dicts for as long as it keeps places."""
+
+    __slots__ = ("_words", "_offset")
+
+    def __init__(self, words: memoryview, offset: int) -> None:
+        self._words = words  # the process's memory as 64-bit words
+        self._offset = offset  # the word of a dict's version number, from its start
+
+    def where(self, dicts: list[dict[Any, Any]]) -> list[int]:
+        return list(map(add, map(floordiv, map(id, dicts), repeat(8)), repeat(self._offset)))
+
+    def read(self, places: list[int]) -> list[int]:
+        if len(places) > 1:
+            return list(itemgetter(*places)(self._words))
+        return [self._words[place] for place in places]
+
+
+def _version_reader() -> DictVersions | None:
+    """The reader of dicts' version numbers, or None unless this interpreter keeps one
+    that changes with every change of a dict's keys or values, by every way of making
+    one (tried here, also by code run often enough to be specialized)."""
+    if sys.implementation.name != "cpython" or sys.maxsize < 2**63 - 1 or dict.__basicsize__ < 32:
+        return None
+    try:
+        import ctypes
+    except ImportError:
+        return None
+    # PyDictObject starts with ``PyObject_HEAD; Py_ssize_t ma_used; uint64_t ma_version_tag``.
+    memory = (ctypes.c_char * (sys.maxsize // 8 * 8)).from_address(0)
+    reader = DictVersions(memoryview(memory).cast("B").cast("Q"), 3)
+    return reader if _stamps_every_change(reader) else None
+
+
+class _Probe:
+    pass
+
+
+def _store(obj: Any, value: Any) -> None:
+    obj.field = value
+
+
+def _set(d: dict[str, Any], value: Any) -> None:
+    d["k"] = value
+
+
+def _stamps_every_change(reader: DictVersions) -> bool:
+    d: dict[Any, Any] = {}
+    probe = _Probe()
+    probe.field = 0
+    fields = probe.__dict__
+    big = {str(i): i for i in range(100)}
+    other = {"x": 1}
+    changes: list[tuple[dict[Any, Any], Callable[[], Any]]] = [
+        (d, lambda: d.__setitem__("a", 1)), (d, lambda: d.__setitem__("a", 2)), (d, lambda: d.__setitem__("b", 3)),
+        (d, lambda: d.pop("a")), (d, lambda: d.update(c=4)), (d, lambda: d.setdefault("e", 5)),
+        (d, lambda: d.popitem()), (d, lambda: d.__delitem__("b")), (d, lambda: d.__ior__(other)),
+        (d, lambda: d.update(big)), (d, lambda: d.clear()), (d, lambda: d.update(big)),
+        (fields, lambda: setattr(probe, "field", 1)), (fields, lambda: setattr(probe, "more", 1)),
+        (fields, lambda: delattr(probe, "more")),
+    ]
+    # run often enough for the interpreter to specialize the stores
+    changes += [(fields, lambda i=i: _store(probe, i + 2)) for i in range(64)]
+    changes += [(d, lambda i=i: _set(d, i)) for i in range(64)]
+    for target, change in changes:
+        before = reader.read(reader.where([target]))
+        change()
+        if reader.read(reader.where([target])) == before:
+            return False
+    return True
+
+
+_versions: Any = _UNSET  # made at the first use
+_versions_on = True
+
+
+def dict_versions() -> DictVersions | None:
+    """The reader of dicts' version numbers, or None where dicts are compared by what
+    they hold (see the module notes)."""
+    return recorded_versions() if _versions_on else None
+
+
+def recorded_versions() -> DictVersions | None:
+    """The reader of dicts' version numbers where the interpreter keeps them, whether or
+    not new records use it (``compare_by_address``): what dicts recorded so are read by."""
+    global _versions
+    if _versions is _UNSET:
+        _versions = _version_reader()
+    return _versions  # type: ignore[no-any-return]

@@ -311,13 +311,13 @@ class Encoder:
             if below is None:
                 return None  # e.g. a typed value of an adapter of your own: confirmed through its entry
             belows.append((child, below))
-            total += len(below.dicts) + len(below.seqs) + len(below.objs)
+            total += below.containers()
         found = None
         if unknown:
             found = DeepSnapshot.of(unknown)
             if found is None:
                 return None
-            total += len(found.dicts) + len(found.seqs) + len(found.objs)
+            total += found.containers()
         if len(kids) <= _FEW_KIDS and total > _LARGE_SNAPSHOT:
             return None
         deep = DeepSnapshot()
