@@ -226,3 +226,75 @@ def test_a_deep_snapshot_of_many_dicts_sees_a_change_in_any_of_them(identity_com
             assert snapshot is not None and snapshot.same()
             change(dicts)
             assert not snapshot.same(), i
+
+
+@dataclasses.dataclass
+class Note:
+    text: str
+    tags: dict[str, Any]
+
+
+def _set_key(d: dict[str, Any], value: Any) -> None:
+    d["n"] = value
+
+
+def _set_text(note: Note, value: str) -> None:
+    note.text = value
+
+
+def test_a_deep_snapshot_sees_every_way_of_changing_a_dict(identity_compare: bool) -> None:
+    """Each way of changing a dict's keys or values, also by code run often enough for the
+    interpreter to specialize it, and a typed value's attribute set, is seen; a value set
+    again to the very object it held is no change."""
+    def fresh() -> dict[str, Any]:
+        return {"n": 1, "a": "x", "b": [1], "c": {"d": 2}}
+
+    shared = "same"
+    changes: list[Callable[[dict[str, Any]], Any]] = [
+        lambda d: d.__setitem__("n", True), lambda d: d.__setitem__("new", 1), lambda d: d.pop("a"),
+        lambda d: d.__setitem__("z", d.pop("n")),  # the same values under another key
+        lambda d: d.update(zip(("a", "n", "b", "c"), [d.pop(k) for k in list(d)])),  # the same values in order
+        lambda d: d.popitem(), lambda d: d.clear(), lambda d: d.update(n=1.0), lambda d: d.setdefault("e", 0),
+        lambda d: d.__ior__({"a": "y"}), lambda d: d.__delitem__("c"), lambda d: d["c"].__setitem__("d", 3),
+        lambda d: d.update({str(k): k for k in range(100)}),  # grown past its table
+    ]
+    for change in changes:
+        d = fresh()
+        snapshot = DeepSnapshot.of([d])
+        assert snapshot is not None and snapshot.same()
+        change(d)
+        assert not snapshot.same(), change
+    d = fresh()
+    d["a"] = shared
+    snapshot = DeepSnapshot.of([d])
+    assert snapshot is not None
+    for i in range(200):  # a hot loop: each store is seen
+        _set_key(d, d["n"])  # the very object again: no change
+        assert snapshot.same(), i
+        _set_key(d, i + 2)
+        assert not snapshot.same(), i
+        snapshot = DeepSnapshot.of([d])
+        assert snapshot is not None
+    note = Note("first", {"k": 1})
+    for i in range(200):
+        snapshot = DeepSnapshot.of([note])
+        assert snapshot is not None and snapshot.same()
+        _set_text(note, f"text {i}")
+        assert not snapshot.same(), i
+
+
+def test_a_deep_snapshot_checks_a_dict_by_one_number_however_many_keys_it_has() -> None:
+    """Where the interpreter stamps dicts with version numbers (CPython), a check compares
+    one number per dict, not its keys and values: what a commit compares for a long
+    history of wide messages follows the count of containers."""
+    if identity.dict_versions() is None:
+        pytest.skip("this interpreter keeps no version numbers of dicts")
+    messages = [{f"field {k}": f"value {i} {k}" for k in range(20)} | {"calls": [{"id": i}]} for i in range(300)]
+    snapshot = DeepSnapshot.of([messages])
+    assert snapshot is not None and snapshot.same()
+    compared = (len(snapshot.vnums) + len(snapshot.keys) + len(snapshot.vals) + len(snapshot.slens)
+                + len(snapshot.items) + len(snapshot.orefs))
+    # 600 dicts, a number each; 301 lists, their lengths and items
+    assert len(snapshot.vdicts) == 600 and compared == 600 + 301 + 300 + 300
+    messages[150]["field 3"] = "edited in place"
+    assert not snapshot.same()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from functools import partial
 from itertools import repeat
 from operator import add, floordiv, is_, itemgetter
 from typing import Any
@@ -141,7 +142,8 @@ def _version_reader() -> DictVersions | None:
 
 
 class _Probe:
-    pass
+    field: Any
+    more: Any
 
 
 def _store(obj: Any, value: Any) -> None:
@@ -168,8 +170,8 @@ def _stamps_every_change(reader: DictVersions) -> bool:
         (fields, lambda: delattr(probe, "more")),
     ]
     # run often enough for the interpreter to specialize the stores
-    changes += [(fields, lambda i=i: _store(probe, i + 2)) for i in range(64)]
-    changes += [(d, lambda i=i: _set(d, i)) for i in range(64)]
+    changes += [(fields, partial(_store, probe, i + 2)) for i in range(300)]
+    changes += [(d, partial(_set, d, i)) for i in range(300)]
     for target, change in changes:
         before = reader.read(reader.where([target]))
         change()
