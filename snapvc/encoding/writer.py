@@ -35,7 +35,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from itertools import compress, count
-from operator import is_, is_not
+from operator import is_not
 from typing import Any, Final
 
 import msgpack
@@ -43,7 +43,6 @@ import msgpack
 from snapvc.encoding import arrays
 from snapvc.encoding.adapters import TypeAdapter, adapter_for_value
 from snapvc.encoding.cache import ADOPT_MIN, IMMUTABLE_TYPES, MUTABLE_CONTAINERS, CacheEntry, DeepSnapshot, EncodeCache
-from snapvc.encoding.identity import same_prefix
 from snapvc.encoding.chunker import CHUNK_THRESHOLD, chunk_spans, rechunk
 from snapvc.encoding.nodes import TAG_BYTES, TAG_DICT, TAG_LIST, TAG_STR, TAG_TUPLE, inner_payload, leaf_payload
 from snapvc.encoding.prolly import (
@@ -350,13 +349,12 @@ class Encoder:
 
         The entry then describes ``obj`` (and is changed in place as ``obj``'s own would
         be); the container it described is, if met again, encoded anew. Undone if the
-        commit fails. None if there is none, or if it is in use in this encoding."""
-        if len(obj) < ADOPT_MIN:
-            return None
+        commit fails. None unless one may be taken over (``reuse.takes_over``)."""
         path = tuple(self._path)
         e = self.cache.entry_at(path)
-        if e is None or e.gen == self._gen or type(e.obj) is not type(obj):
+        if not reuse.takes_over(e, obj, self._gen):
             return None
+        assert e is not None
         return self.cache.move(e, obj, path)
 
     # -- dicts --------------------------------------------------------------------------
@@ -370,7 +368,7 @@ class Encoder:
             return e.enc  # already encoded in this run (checked, or met twice)
         below_same = False
         hint: Any = None if self._dirty is None else self._hint()
-        if e is None and owner is d and reuse.may_take_over(hint):
+        if e is None and owner is d and reuse.may_take_over(d, hint):
             e = self._adopt(d)
         if e is not None:
             whole, below_same = self._unchanged(e, d, hint, force_node)
@@ -378,8 +376,7 @@ class Encoder:
                 return e.enc
         # Same keys as last time (above dirty paths, the promise says so for every key off
         # them): re-encode only what changed.
-        if (e is not None and e.sorted_keys and len(e.vals) == len(d)
-                and (type(hint) is dict or all(map(is_, d, e.keys)))):
+        if e is not None and reuse.same_keys(e, d, hint):
             enc = self._encode_dict_few(d, e, force_node, tag, owner, hint, below_same)
             if enc is not None:
                 return enc
@@ -599,7 +596,7 @@ class Encoder:
             return e.enc  # already encoded in this run (checked, or met twice)
         below_same = False
         hint: Any = None if self._dirty is None else self._hint()
-        if e is None and reuse.may_take_over(hint):
+        if e is None and reuse.may_take_over(s, hint):
             e = self._adopt(s)
         if e is not None:
             whole, below_same = self._unchanged(e, s, hint)
@@ -616,30 +613,22 @@ class Encoder:
         appended = False
         try:
             # The common case is an append: the old elements are still there, unchanged,
-            # and keep their encodings; only the new tail is encoded.
-            kept = 0
-            # Above dirty paths that are all new indexes past the end: an append, by the
-            # promise (see ``encode_root``), with no pass over the old elements at all.
-            n_old = len(e.vals) if e is not None else 0
-            state_append = (e is not None and type(hint) is dict and len(s) > n_old
-                            and all(type(k) is int and k >= n_old for k in hint))
-            if e is not None and (state_append or (below_same and same_prefix(s, e.vals))):
-                kept = min(n_old, len(s))
-                if kept == n_old and (e.deep is not None or state_append):
-                    # A pure append grows the remembered entry in place (undone if the
-                    # commit fails), so a long list costs nothing per element here.
-                    appended = True
-                    e = self.cache.writable(e, tuple(path))
-                    self.cache.on_discard(_grow_undo(e))
-                    entries = e.entries
-                    kids = e.kids
-                else:
-                    entries = e.entries[:kept]
-                    kids = [kid for kid in e.kids if kid[0] < kept]
-            elif e is not None and type(hint) is dict and len(e.vals) == len(s) and same_prefix(s, e.vals):
+            # and keep their encodings; only the new tail is encoded (``reuse.list_start``).
+            start = reuse.list_start(e, s, hint, below_same)
+            kept = start.kept
+            if start.grow:
+                assert e is not None
+                # A pure append grows the remembered entry in place (undone if the commit
+                # fails), so a long list costs nothing per element here.
+                appended = True
+                e = self.cache.writable(e, tuple(path))
+                self.cache.on_discard(_grow_undo(e))
+                entries = e.entries
+                kids = e.kids
+            elif start.dirty_only:
+                assert e is not None
                 # Above dirty paths, holding the same elements: those off the dirty paths
                 # are trusted unchanged (see ``encode_root``); only the others are encoded.
-                kept = len(s)
                 entries = list(e.entries)
                 kids = list(e.kids)
                 self.cache.keep([kid[1] for kid in kids])  # a later dirty path may lead through them
@@ -653,14 +642,15 @@ class Encoder:
                     j = bisect_left(kids, i, key=first_key)
                     if j < len(kids) and kids[j][0] == i:
                         kids[j] = (i, s[i], enc)
+            elif kept:
+                assert e is not None
+                entries = e.entries[:kept]
+                kids = [kid for kid in e.kids if kid[0] < kept]
             tail_kids_from = len(kids)
-            # Elements met again elsewhere in the list (one removed, inserted or replaced
-            # before them) keep their encodings: immutable ones always, containers when the
-            # snapshot confirmed everything below the old elements unchanged.
+            # Elements met again elsewhere in the list keep their encodings (``reuse.moved_encodings``).
             moved: dict[int, bytes] = {}
             if e is not None and kept < len(s) and not appended:
-                moved = {id(v): enc for v, enc in zip(e.vals, e.entries)
-                         if type(v) in IMMUTABLE_TYPES or (below_same and e.deep is not None)}
+                moved = reuse.moved_encodings(e, below_same)
             for i in range(kept, len(s)):
                 v = s[i]
                 known = moved.get(id(v)) if moved else None
