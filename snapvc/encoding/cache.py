@@ -36,7 +36,7 @@ IMMUTABLE_TYPES: Final = frozenset({str, int, float, bool, type(None), bytes, Ma
 # The containers a state is made of: each has an entry of its own, checked by identity.
 MUTABLE_CONTAINERS: Final = frozenset({dict, list, tuple})
 # Containers of at least this many entries are remembered by path, for a new container at
-# the same path to take over (``Encoder._adopt``); smaller ones cost little to encode anew.
+# the same path to take over (``reuse.may_take_over``); smaller ones cost little to encode anew.
 ADOPT_MIN: Final = 16
 # What an encode cache remembers by path (the trees, chunk lists and large containers
 # last stored at paths met in earlier commits or loads), in bytes, estimated

@@ -44,7 +44,7 @@ from snapvc.encoding.identity import same_prefix
 from snapvc.encoding.prolly import first_key
 from snapvc.encoding.values import REF_PREFIX
 
-__all__ = ["DIRTY", "CLEAN", "path_trie", "hint_at", "confirmed", "may_take_over", "takes_over", "unchanged",
+__all__ = ["DIRTY", "CLEAN", "path_trie", "hint_at", "confirmed", "may_take_over", "kept_for_taking_over", "takes_over", "unchanged",
            "element_unchanged", "typed_unchanged", "ListStart", "list_start", "moved_encodings", "same_keys"]
 
 # Markers of the dirty-path trie (see ``Encoder.encode_root``): a dirty path, or below one
@@ -104,6 +104,12 @@ def may_take_over(container: Any, hint: Any) -> bool:
     encoded at its path last time: if it is large enough for that to pay (``ADOPT_MIN``:
     smaller ones cost little to encode anew), and not where a promise trusts what is there."""
     return (hint is None or hint is DIRTY) and len(container) >= ADOPT_MIN
+
+
+def kept_for_taking_over(container: Any, entries: list[Any]) -> bool:
+    """Whether the entry made for ``container`` (of ``entries``) is remembered by its path,
+    for a container there next time to take over: a large dict, list or tuple."""
+    return len(entries) >= ADOPT_MIN and type(container) in MUTABLE_CONTAINERS
 
 
 def takes_over(e: CacheEntry | None, container: Any, gen: int) -> bool:

@@ -42,7 +42,7 @@ import msgpack
 
 from snapvc.encoding import arrays
 from snapvc.encoding.adapters import TypeAdapter, adapter_for_value
-from snapvc.encoding.cache import ADOPT_MIN, IMMUTABLE_TYPES, MUTABLE_CONTAINERS, CacheEntry, DeepSnapshot, EncodeCache
+from snapvc.encoding.cache import IMMUTABLE_TYPES, MUTABLE_CONTAINERS, CacheEntry, DeepSnapshot, EncodeCache
 from snapvc.encoding.chunker import CHUNK_THRESHOLD, chunk_spans, rechunk
 from snapvc.encoding.nodes import TAG_BYTES, TAG_DICT, TAG_LIST, TAG_STR, TAG_TUPLE, inner_payload, leaf_payload
 from snapvc.encoding.prolly import (
@@ -334,7 +334,7 @@ class Encoder:
         entry.deep = self._deep_of(kids) if snapshot else None
         entry.gen = self._gen
         self.cache.put(owner, entry)
-        if len(entries) >= ADOPT_MIN and type(owner) in MUTABLE_CONTAINERS:
+        if reuse.kept_for_taking_over(owner, entries):
             self.cache.put_at(tuple(self._path), entry)
         return entry
 
