@@ -17,6 +17,7 @@ thread-safe: each belongs to one branch's encoder, used by one commit at a time.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from gc import get_referents
 from itertools import chain
@@ -165,8 +166,8 @@ class DeepSnapshot:
         self.vals: list[Any] = []
         # dicts recorded by version number: the dicts, where their numbers are, the numbers
         self.vdicts: list[dict[str, Any]] = []
-        self.vplaces: list[int] = []
-        self.vnums: list[int] = []
+        self.vplaces = array("Q")  # (numbers side by side: a check reads them in one sweep)
+        self.vnums = array("Q")
         self.seqs: list[Any] = []  # lists, tuples, and the sets typed values hold
         self.slens: list[int] = []
         self.items: list[Any] = []
@@ -193,8 +194,8 @@ class DeepSnapshot:
         if versions is not None:
             places = versions.where(dicts)
             self.vdicts += dicts
-            self.vplaces += places
-            self.vnums += versions.read(places)
+            self.vplaces.extend(places)
+            self.vnums.extend(versions.read(places))
             return
         self.dicts += dicts
         self.dlens += map(len, dicts)

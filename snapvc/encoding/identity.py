@@ -26,7 +26,8 @@ they hold.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import repeat
 from operator import add, floordiv, is_, itemgetter
@@ -119,10 +120,10 @@ class DictVersions:
     def where(self, dicts: list[dict[Any, Any]]) -> list[int]:
         return list(map(add, map(floordiv, map(id, dicts), repeat(8)), repeat(self._offset)))
 
-    def read(self, places: list[int]) -> list[int]:
+    def read(self, places: Sequence[int]) -> array[int]:
         if len(places) > 1:
-            return list(itemgetter(*places)(self._words))
-        return [self._words[place] for place in places]
+            return array("Q", itemgetter(*places)(self._words))
+        return array("Q", [self._words[place] for place in places])
 
 
 def _version_reader() -> DictVersions | None:
