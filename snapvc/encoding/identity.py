@@ -178,6 +178,21 @@ def _stamps_every_change(reader: DictVersions) -> bool:
         change()
         if reader.read(reader.where([target])) == before:
             return False
+    # ... and only a change does: what reads a dict, refers to it or sets a value to the
+    # very object it holds leaves the number as it was (it is no reference count).
+    value = d["k"]
+    held: list[Any] = []
+    same: list[tuple[dict[Any, Any], Callable[[], Any]]] = [
+        (d, lambda: d.__setitem__("k", value)), (d, lambda: held.append(d)), (d, lambda: list(d.items())),
+        (d, lambda: d.get("k")), (d, lambda: d.copy()), (d, lambda: held.clear()),
+        (fields, lambda: probe.field), (fields, lambda: held.append(probe)),
+    ]
+    same += [(d, partial(_set, d, value)) for _ in range(300)]
+    for target, look in same:
+        before = reader.read(reader.where([target]))
+        look()
+        if reader.read(reader.where([target])) != before:
+            return False
     return True
 
 
