@@ -275,12 +275,14 @@ def test_a_deep_snapshot_sees_every_way_of_changing_a_dict(identity_compare: boo
         assert not snapshot.same(), i
         snapshot = DeepSnapshot.of([d])
         assert snapshot is not None
-    note = Note("first", {"k": 1})
-    for i in range(200):
-        snapshot = DeepSnapshot.of([note])
-        assert snapshot is not None and snapshot.same()
-        _set_text(note, f"text {i}")
-        assert not snapshot.same(), i
+    own = Note("first", {"k": 1})
+    own.__dict__ = dict(own.__dict__)  # a dict of its own, which stores are specialized for
+    for note in (Note("first", {"k": 1}), own):
+        for i in range(200):
+            snapshot = DeepSnapshot.of([note])
+            assert snapshot is not None and snapshot.same()
+            _set_text(note, f"text {i}")
+            assert not snapshot.same(), i
 
 
 def test_a_deep_snapshot_checks_a_dict_by_one_number_however_many_keys_it_has() -> None:

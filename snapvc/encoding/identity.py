@@ -151,8 +151,16 @@ def _store(obj: Any, value: Any) -> None:
     obj.field = value
 
 
+def _store_other(obj: Any, value: Any) -> None:
+    obj.field = value
+
+
 def _set(d: dict[str, Any], value: Any) -> None:
     d["k"] = value
+
+
+# Calls after which the interpreter has specialized a function's stores (8 on 3.11).
+_WARM_UP = 64
 
 
 def _stamps_every_change(reader: DictVersions) -> bool:
@@ -170,9 +178,19 @@ def _stamps_every_change(reader: DictVersions) -> bool:
         (fields, lambda: setattr(probe, "field", 1)), (fields, lambda: setattr(probe, "more", 1)),
         (fields, lambda: delattr(probe, "more")),
     ]
-    # run often enough for the interpreter to specialize the stores
-    changes += [(fields, partial(_store, probe, i + 2)) for i in range(300)]
-    changes += [(d, partial(_set, d, i)) for i in range(300)]
+    # ... also by code run often enough for the interpreter to specialize its stores: to
+    # an object whose dict was made before, or after (stores to its values until then)
+    hot, cold = _Probe(), _Probe()
+    hot.__dict__ = {"field": 0}  # (a dict of its own: stores to it are specialized on 3.11)
+    hot_fields = hot.__dict__
+    for i in range(_WARM_UP):
+        _store(hot, i)
+        _store_other(cold, i)
+        _set(d, i)
+    cold_fields = cold.__dict__
+    changes += [(hot_fields, partial(_store, hot, -i)) for i in range(1, 17)]
+    changes += [(cold_fields, partial(_store_other, cold, -i)) for i in range(1, 17)]
+    changes += [(d, partial(_set, d, -i)) for i in range(1, 17)]
     for target, change in changes:
         before = reader.read(reader.where([target]))
         change()
@@ -187,7 +205,7 @@ def _stamps_every_change(reader: DictVersions) -> bool:
         (d, lambda: d.get("k")), (d, lambda: d.copy()), (d, lambda: held.clear()),
         (fields, lambda: probe.field), (fields, lambda: held.append(probe)),
     ]
-    same += [(d, partial(_set, d, value)) for _ in range(300)]
+    same += [(d, partial(_set, d, value)) for _ in range(16)]
     for target, look in same:
         before = reader.read(reader.where([target]))
         look()
