@@ -300,3 +300,47 @@ def test_a_deep_snapshot_checks_a_dict_by_one_number_however_many_keys_it_has() 
     assert len(snapshot.vdicts) == 600 and compared == 600 + 301 + 300 + 300
     messages[150]["field 3"] = "edited in place"
     assert not snapshot.same()
+
+
+def test_a_rebuilt_history_records_only_its_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list rebuilt as ``old + [new]`` (as LangGraph's reducers hand it over) takes over
+    the old list's snapshot and grows it: what a commit records in snapshots follows the
+    new messages, as many at 300 steps as at 100, not the history. (Until its snapshot
+    holds 256 containers, the state's root copies it into its own: a bounded cost.)"""
+    recorded = [0]
+    add_all, add_dicts, add_seq = DeepSnapshot.add_all, DeepSnapshot._add_dicts, DeepSnapshot._add_seq
+
+    def counting_all(self: DeepSnapshot, other: DeepSnapshot) -> None:
+        recorded[0] += other.containers()
+        add_all(self, other)
+
+    def counting_dicts(self: DeepSnapshot, dicts: list[dict[Any, Any]]) -> None:
+        recorded[0] += len(dicts)
+        add_dicts(self, dicts)
+
+    def counting_seq(self: DeepSnapshot, s: Any) -> None:
+        recorded[0] += 1
+        add_seq(self, s)
+
+    monkeypatch.setattr(DeepSnapshot, "add_all", counting_all)
+    monkeypatch.setattr(DeepSnapshot, "_add_dicts", counting_dicts)
+    monkeypatch.setattr(DeepSnapshot, "_add_seq", counting_seq)
+
+    def recorded_per_commit(steps: int) -> list[int]:
+        repo = snapvc.open("memory://")
+        state: dict[str, Any] = {"messages": [], "notes": {f"note {k}": "x" for k in range(20)}, "step": 0}
+        counts = []
+        for i in range(steps):
+            call = {"id": f"call_{i}", "arguments": {"q": f"question {i}"}}
+            new = [{"role": "assistant", "content": f"said {i} " * 30, "tool_calls": [call]},
+                   {"role": "tool", "tool_call_id": f"call_{i}", "content": f"result {i} " * 30}]
+            state = {**state, "messages": state["messages"] + new, "notes": {**state["notes"], "last": str(i)},
+                     "step": i}
+            recorded[0] = 0
+            repo.commit(state)
+            counts.append(recorded[0])
+        repo.close()
+        return counts[-10:]
+
+    short, long = recorded_per_commit(100), recorded_per_commit(300)
+    assert short == long and max(long) <= 20, (short, long)
