@@ -344,3 +344,32 @@ def test_a_rebuilt_history_records_only_its_new_messages(monkeypatch: pytest.Mon
 
     short, long = recorded_per_commit(100), recorded_per_commit(300)
     assert short == long and max(long) <= 20, (short, long)
+
+
+def test_a_deep_snapshot_cut_back_and_grown_again_checks_what_it_holds(identity_compare: bool) -> None:
+    """What a failed commit added to a snapshot is forgotten (``truncate``); what is added
+    after is checked, however the snapshot reads its dicts (in runs read by readers made
+    once, which a cut must not leave reading the forgotten dicts)."""
+    kept = [{"n": i} for i in range(2100)]
+    snapshot = DeepSnapshot.of([kept])
+    assert snapshot is not None and snapshot.same()
+    sizes = snapshot.sizes()
+    failed = [{"n": i} for i in range(1000)]
+    grown = DeepSnapshot.of([failed])
+    assert grown is not None
+    snapshot.add_all(grown)
+    assert snapshot.same()  # (all of it read: 3,100 dicts)
+    snapshot.truncate(sizes)
+    failed[0]["n"] = "changed, but forgotten"
+    assert snapshot.same()
+    again = [{"n": i} for i in range(1000)]
+    grown = DeepSnapshot.of([again])
+    assert grown is not None
+    snapshot.add_all(grown)
+    assert snapshot.same()
+    for changed in (again[500], again[999], kept[2099]):
+        changed["n"] = "changed"
+        assert not snapshot.same()
+        changed["n"] = "changed back"
+        snapshot = DeepSnapshot.of([kept, again])
+        assert snapshot is not None and snapshot.same()

@@ -52,6 +52,8 @@ ADOPTABLE_BUDGET: Final = 16 << 20
 _NO_CHUNKS: tuple[list[int], list[bytes], bytes | None] = ([], [], None)
 # How many dicts a snapshot checks in one run of passes (``DeepSnapshot._dicts_same``).
 _DICTS_AT_ONCE: Final = 512
+# How many dicts' version numbers one reader made once reads (``DeepSnapshot._versions_same``).
+_VERSIONS_AT_ONCE: Final = 1024
 # Bytes an estimate counts per reference, per entry of a level or a snapshot, and per record.
 _REF_BYTES: Final = 88
 _ITEM_BYTES: Final = 64
@@ -137,7 +139,7 @@ def _entry_bytes(entry: CacheEntry) -> int:
     """About what a large container's entry keeps alive besides the container itself: its
     entries, encodings and snapshot (the tree is counted with the path's nodes)."""
     deep = entry.deep
-    below = sum(deep.sizes()) + len(deep.dlens) + 2 * len(deep.vdicts) + len(deep.slens) if deep is not None else 0
+    below = sum(deep.sizes()) + len(deep.dlens) + 7 * len(deep.vdicts) + len(deep.slens) if deep is not None else 0
     return _RECORD_BYTES + _ITEM_BYTES * (len(entry.entries) + len(entry.kids)) + 8 * below
 
 
@@ -155,8 +157,8 @@ class DeepSnapshot:
     (``identity.dict_versions``: one number read per dict, its table unread), else by
     its keys and values."""
 
-    __slots__ = ("dicts", "dlens", "keys", "vals", "vdicts", "vplaces", "vnums", "seqs", "slens", "items", "objs",
-                 "olens", "orefs")
+    __slots__ = ("dicts", "dlens", "keys", "vals", "vdicts", "vplaces", "vnums", "_readers", "seqs", "slens", "items",
+                 "objs", "olens", "orefs")
 
     def __init__(self) -> None:
         # dicts recorded by what they hold
@@ -168,6 +170,9 @@ class DeepSnapshot:
         self.vdicts: list[dict[str, Any]] = []
         self.vplaces = array("Q")  # (numbers side by side: a check reads them in one sweep)
         self.vnums = array("Q")
+        # readers of the numbers of each full run of _VERSIONS_AT_ONCE places, made at the
+        # first check that reads them (places are only appended, or cut by ``truncate``)
+        self._readers: list[Callable[[], array[int]]] = []
         self.seqs: list[Any] = []  # lists, tuples, and the sets typed values hold
         self.slens: list[int] = []
         self.items: list[Any] = []
@@ -295,7 +300,7 @@ class DeepSnapshot:
         """Forget what was recorded after ``sizes`` was taken (a failed commit's additions)."""
         nd, nk, nv, ns, ni, no, nr = sizes
         del self.dicts[nd:], self.dlens[nd:], self.keys[nk:], self.vals[nk:]
-        del self.vdicts[nv:], self.vplaces[nv:], self.vnums[nv:]
+        del self.vdicts[nv:], self.vplaces[nv:], self.vnums[nv:], self._readers[nv // _VERSIONS_AT_ONCE:]
         del self.seqs[ns:], self.slens[ns:], self.items[ni:]
         del self.objs[no:], self.olens[no:], self.orefs[nr:]
 
@@ -318,11 +323,22 @@ class DeepSnapshot:
         )
 
     def _versions_same(self) -> bool:
-        if not self.vdicts:
+        """``same`` for the dicts recorded by version number, a run of ``_VERSIONS_AT_ONCE``
+        at a time, each run read by a reader made once (``DictVersions.reader``)."""
+        places = self.vplaces
+        if not places:
             return True
         versions = recorded_versions()
         assert versions is not None  # (the numbers were read with it)
-        return versions.read(self.vplaces) == self.vnums
+        nums, readers, run = self.vnums, self._readers, _VERSIONS_AT_ONCE
+        full = len(places) // run
+        for i in range(len(readers), full):
+            readers.append(versions.reader(places[i * run:(i + 1) * run]))
+        for i, read in enumerate(readers):
+            if read() != nums[i * run:(i + 1) * run]:
+                return False
+        start = full * run
+        return start == len(places) or versions.read(places[start:]) == nums[start:]
 
     def _dicts_same(self) -> bool:
         """``same`` for the dicts, a run of ``_DICTS_AT_ONCE`` at a time: their sizes, keys
