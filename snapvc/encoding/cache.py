@@ -195,6 +195,8 @@ class DeepSnapshot:
         self._add_dicts([d])
 
     def _add_dicts(self, dicts: list[dict[Any, Any]]) -> None:
+        if not dicts:
+            return
         versions = dict_versions()
         if versions is not None:
             places = versions.where(dicts)

@@ -121,7 +121,10 @@ class DictVersions:
         return list(map(add, map(floordiv, map(id, dicts), repeat(8)), repeat(self._offset)))
 
     def read(self, places: Sequence[int]) -> array[int]:
-        return self.reader(places)()
+        words = self._words
+        if len(places) > 1:
+            return array("Q", itemgetter(*places)(words))
+        return array("Q", map(words.__getitem__, places))
 
     def reader(self, places: Sequence[int]) -> Callable[[], array[int]]:
         """A function reading the numbers at ``places`` each time it is called (made once
@@ -130,7 +133,7 @@ class DictVersions:
         if len(places) > 1:
             get = itemgetter(*places)
             return lambda: array("Q", get(words))
-        return lambda: array("Q", [words[place] for place in places])
+        return lambda: array("Q", map(words.__getitem__, places))
 
 
 def _version_reader() -> DictVersions | None:
