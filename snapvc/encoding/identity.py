@@ -30,7 +30,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import repeat
-from operator import add, floordiv, is_, itemgetter
+from operator import floordiv, is_, itemgetter
 from typing import Any
 
 __all__ = ["same_objects", "same_prefix", "compare_by_address", "dict_versions", "recorded_versions", "DictVersions"]
@@ -111,14 +111,15 @@ class DictVersions:
     places of the numbers of some dicts, ``read`` the numbers at those places. A place is
     valid while its dict lives: the caller holds the dicts for as long as it keeps places."""
 
-    __slots__ = ("_words", "_offset")
+    __slots__ = ("_words",)
 
-    def __init__(self, words: memoryview, offset: int) -> None:
-        self._words = words  # the process's memory as 64-bit words
-        self._offset = offset  # the word of a dict's version number, from its start
+    def __init__(self, words: memoryview) -> None:
+        # The process's memory as 64-bit words, from the offset of a dict's version number
+        # in the dict: word ``id(d) // 8`` is the number of dict ``d``.
+        self._words = words
 
     def where(self, dicts: list[dict[Any, Any]]) -> list[int]:
-        return list(map(add, map(floordiv, map(id, dicts), repeat(8)), repeat(self._offset)))
+        return list(map(floordiv, map(id, dicts), repeat(8)))
 
     def read(self, places: Sequence[int]) -> array[int]:
         words = self._words
@@ -147,8 +148,9 @@ def _version_reader() -> DictVersions | None:
     except ImportError:
         return None
     # PyDictObject starts with ``PyObject_HEAD; Py_ssize_t ma_used; uint64_t ma_version_tag``.
-    memory = (ctypes.c_char * (sys.maxsize // 8 * 8)).from_address(0)
-    reader = DictVersions(memoryview(memory).cast("B").cast("Q"), 3)
+    offset = 3 * 8
+    memory = (ctypes.c_char * ((sys.maxsize - offset) // 8 * 8)).from_address(offset)
+    reader = DictVersions(memoryview(memory).cast("B").cast("Q"))
     return reader if _stamps_every_change(reader) else None
 
 
