@@ -226,3 +226,150 @@ def test_a_deep_snapshot_of_many_dicts_sees_a_change_in_any_of_them(identity_com
             assert snapshot is not None and snapshot.same()
             change(dicts)
             assert not snapshot.same(), i
+
+
+@dataclasses.dataclass
+class Note:
+    text: str
+    tags: dict[str, Any]
+
+
+def _set_key(d: dict[str, Any], value: Any) -> None:
+    d["n"] = value
+
+
+def _set_text(note: Note, value: str) -> None:
+    note.text = value
+
+
+def test_a_deep_snapshot_sees_every_way_of_changing_a_dict(identity_compare: bool) -> None:
+    """Each way of changing a dict's keys or values, also by code run often enough for the
+    interpreter to specialize it, and a typed value's attribute set, is seen; a value set
+    again to the very object it held is no change."""
+    def fresh() -> dict[str, Any]:
+        return {"n": 1, "a": "x", "b": [1], "c": {"d": 2}}
+
+    shared = "same"
+    changes: list[Callable[[dict[str, Any]], Any]] = [
+        lambda d: d.__setitem__("n", True), lambda d: d.__setitem__("new", 1), lambda d: d.pop("a"),
+        lambda d: d.__setitem__("z", d.pop("n")),  # the same values under another key
+        lambda d: d.update(zip(("a", "n", "b", "c"), [d.pop(k) for k in list(d)])),  # the same values in order
+        lambda d: d.popitem(), lambda d: d.clear(), lambda d: d.update(n=1.0), lambda d: d.setdefault("e", 0),
+        lambda d: d.__ior__({"a": "y"}), lambda d: d.__delitem__("c"), lambda d: d["c"].__setitem__("d", 3),
+        lambda d: d.update({str(k): k for k in range(100)}),  # grown past its table
+    ]
+    for change in changes:
+        d = fresh()
+        snapshot = DeepSnapshot.of([d])
+        assert snapshot is not None and snapshot.same()
+        change(d)
+        assert not snapshot.same(), change
+    d = fresh()
+    d["a"] = shared
+    snapshot = DeepSnapshot.of([d])
+    assert snapshot is not None
+    for i in range(200):  # a hot loop: each store is seen
+        _set_key(d, d["n"])  # the very object again: no change
+        assert snapshot.same(), i
+        _set_key(d, i + 2)
+        assert not snapshot.same(), i
+        snapshot = DeepSnapshot.of([d])
+        assert snapshot is not None
+    own = Note("first", {"k": 1})
+    own.__dict__ = dict(own.__dict__)  # a dict of its own, which stores are specialized for
+    for note in (Note("first", {"k": 1}), own):
+        for i in range(200):
+            snapshot = DeepSnapshot.of([note])
+            assert snapshot is not None and snapshot.same()
+            _set_text(note, f"text {i}")
+            assert not snapshot.same(), i
+
+
+def test_a_deep_snapshot_checks_a_dict_by_one_number_however_many_keys_it_has() -> None:
+    """Where the interpreter stamps dicts with version numbers (CPython), a check compares
+    one number per dict, not its keys and values: what a commit compares for a long
+    history of wide messages follows the count of containers."""
+    if identity.dict_versions() is None:
+        pytest.skip("this interpreter keeps no version numbers of dicts")
+    messages = [{f"field {k}": f"value {i} {k}" for k in range(20)} | {"calls": [{"id": i}]} for i in range(300)]
+    snapshot = DeepSnapshot.of([messages])
+    assert snapshot is not None and snapshot.same()
+    compared = (len(snapshot.vnums) + len(snapshot.keys) + len(snapshot.vals) + len(snapshot.slens)
+                + len(snapshot.items) + len(snapshot.orefs))
+    # 600 dicts, a number each; 301 lists, their lengths and items
+    assert len(snapshot.vdicts) == 600 and compared == 600 + 301 + 300 + 300
+    messages[150]["field 3"] = "edited in place"
+    assert not snapshot.same()
+
+
+def test_a_rebuilt_history_records_only_its_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list rebuilt as ``old + [new]`` (as LangGraph's reducers hand it over) takes over
+    the old list's snapshot and grows it: what a commit records in snapshots follows the
+    new messages, as many at 300 steps as at 100, not the history. (Until its snapshot
+    holds 256 containers, the state's root copies it into its own: a bounded cost.)"""
+    recorded = [0]
+    add_all, add_dicts, add_seq = DeepSnapshot.add_all, DeepSnapshot._add_dicts, DeepSnapshot._add_seq
+
+    def counting_all(self: DeepSnapshot, other: DeepSnapshot) -> None:
+        recorded[0] += other.containers()
+        add_all(self, other)
+
+    def counting_dicts(self: DeepSnapshot, dicts: list[dict[Any, Any]]) -> None:
+        recorded[0] += len(dicts)
+        add_dicts(self, dicts)
+
+    def counting_seq(self: DeepSnapshot, s: Any) -> None:
+        recorded[0] += 1
+        add_seq(self, s)
+
+    monkeypatch.setattr(DeepSnapshot, "add_all", counting_all)
+    monkeypatch.setattr(DeepSnapshot, "_add_dicts", counting_dicts)
+    monkeypatch.setattr(DeepSnapshot, "_add_seq", counting_seq)
+
+    def recorded_per_commit(steps: int) -> list[int]:
+        repo = snapvc.open("memory://")
+        state: dict[str, Any] = {"messages": [], "notes": {f"note {k}": "x" for k in range(20)}, "step": 0}
+        counts = []
+        for i in range(steps):
+            call = {"id": f"call_{i}", "arguments": {"q": f"question {i}"}}
+            new = [{"role": "assistant", "content": f"said {i} " * 30, "tool_calls": [call]},
+                   {"role": "tool", "tool_call_id": f"call_{i}", "content": f"result {i} " * 30}]
+            state = {**state, "messages": state["messages"] + new, "notes": {**state["notes"], "last": str(i)},
+                     "step": i}
+            recorded[0] = 0
+            repo.commit(state)
+            counts.append(recorded[0])
+        repo.close()
+        return counts[-10:]
+
+    short, long = recorded_per_commit(100), recorded_per_commit(300)
+    assert short == long and max(long) <= 20, (short, long)
+
+
+def test_a_deep_snapshot_cut_back_and_grown_again_checks_what_it_holds(identity_compare: bool) -> None:
+    """What a failed commit added to a snapshot is forgotten (``truncate``); what is added
+    after is checked, however the snapshot reads its dicts (in runs read by readers made
+    once, which a cut must not leave reading the forgotten dicts)."""
+    kept = [{"n": i} for i in range(2100)]
+    snapshot = DeepSnapshot.of([kept])
+    assert snapshot is not None and snapshot.same()
+    sizes = snapshot.sizes()
+    failed = [{"n": i} for i in range(1000)]
+    grown = DeepSnapshot.of([failed])
+    assert grown is not None
+    snapshot.add_all(grown)
+    assert snapshot.same()  # (all of it read: 3,100 dicts)
+    snapshot.truncate(sizes)
+    failed[0]["n"] = "changed, but forgotten"
+    assert snapshot.same()
+    again = [{"n": i} for i in range(1000)]
+    grown = DeepSnapshot.of([again])
+    assert grown is not None
+    snapshot.add_all(grown)
+    assert snapshot.same()
+    for changed in (again[500], again[999], kept[2099]):
+        changed["n"] = "changed"
+        assert not snapshot.same()
+        changed["n"] = "changed back"
+        snapshot = DeepSnapshot.of([kept, again])
+        assert snapshot is not None and snapshot.same()

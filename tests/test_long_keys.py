@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import snapvc
-import snapvc.encoding.writer as writer_module
+import snapvc.encoding.trees as trees_module
 from snapvc.encoding.splice import TreeSplicer
 from snapvc.encoding.writer import element_encoder
 from snapvc.ids import ObjectId
@@ -36,7 +36,7 @@ def planned_levels(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """Counts the levels the encoder plans (``plan_level`` calls) since the count was last
     set to 0; planning more than ``_LEVELS`` is stopped with ``NeverEndingTree``."""
     calls = [0]
-    plan_level = writer_module.plan_level
+    plan_level = trees_module.plan_level
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls[0] += 1
@@ -44,7 +44,7 @@ def planned_levels(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
             raise NeverEndingTree(f"more than {_LEVELS} tree levels planned: the tree never comes down to one root")
         return plan_level(*args, **kwargs)
 
-    monkeypatch.setattr(writer_module, "plan_level", counted)
+    monkeypatch.setattr(trees_module, "plan_level", counted)
     yield calls
 
 

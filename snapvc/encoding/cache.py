@@ -17,13 +17,14 @@ thread-safe: each belongs to one branch's encoder, used by one commit at a time.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from gc import get_referents
 from itertools import chain
 from typing import Any, Final, Generic, TypeVar
 
 from snapvc.encoding.adapters import adapter_for_value
-from snapvc.encoding.identity import same_objects
+from snapvc.encoding.identity import dict_versions, recorded_versions, same_objects
 from snapvc.encoding.prolly import Level
 from snapvc.encoding.reader import MapView, SeqView
 from snapvc.encoding.values import MAX_DEPTH, SCALAR_EXT_TYPES
@@ -36,7 +37,7 @@ IMMUTABLE_TYPES: Final = frozenset({str, int, float, bool, type(None), bytes, Ma
 # The containers a state is made of: each has an entry of its own, checked by identity.
 MUTABLE_CONTAINERS: Final = frozenset({dict, list, tuple})
 # Containers of at least this many entries are remembered by path, for a new container at
-# the same path to take over (``Encoder._adopt``); smaller ones cost little to encode anew.
+# the same path to take over (``reuse.may_take_over``); smaller ones cost little to encode anew.
 ADOPT_MIN: Final = 16
 # What an encode cache remembers by path (the trees, chunk lists and large containers
 # last stored at paths met in earlier commits or loads), in bytes, estimated
@@ -51,6 +52,8 @@ ADOPTABLE_BUDGET: Final = 16 << 20
 _NO_CHUNKS: tuple[list[int], list[bytes], bytes | None] = ([], [], None)
 # How many dicts a snapshot checks in one run of passes (``DeepSnapshot._dicts_same``).
 _DICTS_AT_ONCE: Final = 512
+# How many dicts' version numbers one reader made once reads (``DeepSnapshot._versions_same``).
+_VERSIONS_AT_ONCE: Final = 1024
 # Bytes an estimate counts per reference, per entry of a level or a snapshot, and per record.
 _REF_BYTES: Final = 88
 _ITEM_BYTES: Final = 64
@@ -136,7 +139,7 @@ def _entry_bytes(entry: CacheEntry) -> int:
     """About what a large container's entry keeps alive besides the container itself: its
     entries, encodings and snapshot (the tree is counted with the path's nodes)."""
     deep = entry.deep
-    below = sum(deep.sizes()) + len(deep.dlens) + len(deep.slens) if deep is not None else 0
+    below = sum(deep.sizes()) + len(deep.dlens) + 7 * len(deep.vdicts) + len(deep.slens) if deep is not None else 0
     return _RECORD_BYTES + _ITEM_BYTES * (len(entry.entries) + len(entry.kids)) + 8 * below
 
 
@@ -148,15 +151,28 @@ class DeepSnapshot:
     Typed values whose fields are their own attributes (dataclasses, pydantic models:
     ``TypeAdapter.own_fields``) are recorded too, as the objects they hold (their
     ``__dict__``, slots and class), with the contents of that ``__dict__`` and of the
-    sets and dicts in their slots (a pydantic model's fields set, extra and private)."""
+    sets and dicts in their slots (a pydantic model's fields set, extra and private).
 
-    __slots__ = ("dicts", "dlens", "keys", "vals", "seqs", "slens", "items", "objs", "olens", "orefs")
+    A dict is recorded by its version number where the interpreter keeps one
+    (``identity.dict_versions``: one number read per dict, its table unread), else by
+    its keys and values."""
+
+    __slots__ = ("dicts", "dlens", "keys", "vals", "vdicts", "vplaces", "vnums", "_readers", "seqs", "slens", "items",
+                 "objs", "olens", "orefs")
 
     def __init__(self) -> None:
+        # dicts recorded by what they hold
         self.dicts: list[dict[str, Any]] = []
         self.dlens: list[int] = []
         self.keys: list[Any] = []
         self.vals: list[Any] = []
+        # dicts recorded by version number: the dicts, where their numbers are, the numbers
+        self.vdicts: list[dict[str, Any]] = []
+        self.vplaces = array("Q")  # (numbers side by side: a check reads them in one sweep)
+        self.vnums = array("Q")
+        # readers of the numbers of each full run of _VERSIONS_AT_ONCE places, made at the
+        # first check that reads them (places are only appended, or cut by ``truncate``)
+        self._readers: list[Callable[[], array[int]]] = []
         self.seqs: list[Any] = []  # lists, tuples, and the sets typed values hold
         self.slens: list[int] = []
         self.items: list[Any] = []
@@ -172,14 +188,26 @@ class DeepSnapshot:
             self._add_dict(child)
         elif t is list or t is tuple:
             self._add_seq(child)
-        if below.dicts or below.seqs or below.objs:
+        if below.containers():
             self.add_all(below)
 
     def _add_dict(self, d: dict[Any, Any]) -> None:
-        self.dicts.append(d)
-        self.dlens.append(len(d))
-        self.keys.extend(d)
-        self.vals.extend(get_referents(d))
+        self._add_dicts([d])
+
+    def _add_dicts(self, dicts: list[dict[Any, Any]]) -> None:
+        if not dicts:
+            return
+        versions = dict_versions()
+        if versions is not None:
+            places = versions.where(dicts)
+            self.vdicts += dicts
+            self.vplaces.extend(places)
+            self.vnums.extend(versions.read(places))
+            return
+        self.dicts += dicts
+        self.dlens += map(len, dicts)
+        self.keys += chain.from_iterable(dicts)
+        self.vals += get_referents(*dicts)
 
     def _add_seq(self, s: Any) -> None:
         self.seqs.append(s)
@@ -229,10 +257,7 @@ class DeepSnapshot:
                             below.append(held)  # a slot's value
             dicts = [v for v in plain if type(v) is dict]
             seqs = [v for v in plain if type(v) is not dict]
-            deep.dicts += dicts
-            deep.dlens += map(len, dicts)
-            deep.keys += chain.from_iterable(dicts)
-            deep.vals += get_referents(*dicts)
+            deep._add_dicts(dicts)
             deep.seqs += seqs
             deep.slens += map(len, seqs)
             deep.items += get_referents(*seqs)
@@ -246,6 +271,10 @@ class DeepSnapshot:
         self.dlens += other.dlens
         self.keys += other.keys
         self.vals += other.vals
+        if other.vdicts:
+            self.vdicts += other.vdicts
+            self.vplaces += other.vplaces
+            self.vnums += other.vnums
         self.seqs += other.seqs
         self.slens += other.slens
         self.items += other.items
@@ -256,7 +285,12 @@ class DeepSnapshot:
 
     def sizes(self) -> tuple[int, ...]:
         """How much is recorded: what ``truncate`` takes to forget what was added since."""
-        return len(self.dicts), len(self.keys), len(self.seqs), len(self.items), len(self.objs), len(self.orefs)
+        return (len(self.dicts), len(self.keys), len(self.vdicts), len(self.seqs), len(self.items), len(self.objs),
+                len(self.orefs))
+
+    def containers(self) -> int:
+        """How many containers and typed values are recorded."""
+        return len(self.dicts) + len(self.vdicts) + len(self.seqs) + len(self.objs)
 
     def copy(self) -> DeepSnapshot:
         """A snapshot recording the same, whose lists are its own."""
@@ -266,8 +300,9 @@ class DeepSnapshot:
 
     def truncate(self, sizes: tuple[int, ...]) -> None:
         """Forget what was recorded after ``sizes`` was taken (a failed commit's additions)."""
-        nd, nk, ns, ni, no, nr = sizes
+        nd, nk, nv, ns, ni, no, nr = sizes
         del self.dicts[nd:], self.dlens[nd:], self.keys[nk:], self.vals[nk:]
+        del self.vdicts[nv:], self.vplaces[nv:], self.vnums[nv:], self._readers[nv // _VERSIONS_AT_ONCE:]
         del self.seqs[ns:], self.slens[ns:], self.items[ni:]
         del self.objs[no:], self.olens[no:], self.orefs[nr:]
 
@@ -277,15 +312,35 @@ class DeepSnapshot:
         ``gc.get_referents`` lists what containers hold (a dict's values, a list's items,
         a typed value's attributes) in one C call; identity is then compared all at once
         (``snapvc.encoding.identity``). Keys are str (anything else fails to encode), and
-        str equality is exact."""
+        str equality is exact. A dict recorded by version number is unchanged while its
+        number is the same (``identity.dict_versions``)."""
         return (
             list(map(len, self.seqs)) == self.slens
             and same_objects(get_referents(*self.seqs), self.items)
+            and self._versions_same()
             and self._dicts_same()
             and (not self.objs or (
                 list(map(len, map(get_referents, self.objs))) == self.olens
                 and same_objects(get_referents(*self.objs), self.orefs)))
         )
+
+    def _versions_same(self) -> bool:
+        """``same`` for the dicts recorded by version number, a run of ``_VERSIONS_AT_ONCE``
+        at a time, each run read by a reader made once (``DictVersions.reader``)."""
+        places = self.vplaces
+        if not places:
+            return True
+        versions = recorded_versions()
+        assert versions is not None  # (the numbers were read with it)
+        nums, readers, run = self.vnums, self._readers, _VERSIONS_AT_ONCE
+        full = len(places) // run
+        for i in range(len(readers), full):
+            readers.append(versions.reader(places[i * run:(i + 1) * run]))
+        for i, read in enumerate(readers):
+            if read() != nums[i * run:(i + 1) * run]:
+                return False
+        start = full * run
+        return start == len(places) or versions.read(places[start:]) == nums[start:]
 
     def _dicts_same(self) -> bool:
         """``same`` for the dicts, a run of ``_DICTS_AT_ONCE`` at a time: their sizes, keys

@@ -19,9 +19,17 @@ without a check, except what a caller's promise covers:
 
 Where the whole does not stand, an element the entry recorded keeps its encoding if it
 is the very same object and is immutable, or if it is a container with nothing below
-it changed (``element_unchanged``). Where an entry may be taken over by a new container
-at the same path, and what an entry shared with another branch's cache becomes when it
-changes, is the cache's (``EncodeCache.entry_at``, ``EncodeCache.writable``).
+it changed (``element_unchanged``); so do the elements a list still starts with (an
+append, or a list cut: ``list_start``) and the elements met again elsewhere in it (one
+removed, inserted or replaced before them: ``moved_encodings``); a dict with the same
+keys re-encodes only its values that are new objects (``same_keys``).
+
+A container met for the first time may take over the entry of the large container last
+encoded at its path (a state rebuilt at every step): ``may_take_over`` and
+``takes_over`` say when; the taken-over entry is then checked by the rules above like
+any other, nothing about it trusted. Where that entry is kept, and what an entry shared
+with another branch's cache becomes when it changes, is the cache's
+(``EncodeCache.entry_at``, ``EncodeCache.writable``).
 """
 
 from __future__ import annotations
@@ -29,15 +37,15 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from operator import is_
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
-from snapvc.encoding.cache import IMMUTABLE_TYPES, MUTABLE_CONTAINERS, CacheEntry
+from snapvc.encoding.cache import ADOPT_MIN, IMMUTABLE_TYPES, MUTABLE_CONTAINERS, CacheEntry
 from snapvc.encoding.identity import same_prefix
 from snapvc.encoding.prolly import first_key
 from snapvc.encoding.values import REF_PREFIX
 
-__all__ = ["DIRTY", "CLEAN", "path_trie", "hint_at", "confirmed", "may_take_over", "unchanged", "element_unchanged",
-           "typed_unchanged"]
+__all__ = ["DIRTY", "CLEAN", "path_trie", "hint_at", "confirmed", "may_take_over", "kept_for_taking_over", "takes_over", "unchanged",
+           "element_unchanged", "typed_unchanged", "ListStart", "list_start", "moved_encodings", "same_keys"]
 
 # Markers of the dirty-path trie (see ``Encoder.encode_root``): a dirty path, or below one
 # (check as usual), and a path off every dirty one (trusted unchanged).
@@ -91,10 +99,24 @@ def confirmed(e: CacheEntry, gen: int, force_node: bool = False) -> bool:
     return e.gen == gen and stands_for(e, force_node)
 
 
-def may_take_over(hint: Any) -> bool:
-    """Whether a container met for the first time may take over the entry of the one
-    encoded at its path last time: not where a promise trusts what is there."""
-    return hint is None or hint is DIRTY
+def may_take_over(container: Any, hint: Any) -> bool:
+    """Whether ``container``, met for the first time, may take over the entry of the one
+    encoded at its path last time: if it is large enough for that to pay (``ADOPT_MIN``:
+    smaller ones cost little to encode anew), and not where a promise trusts what is there."""
+    return (hint is None or hint is DIRTY) and len(container) >= ADOPT_MIN
+
+
+def kept_for_taking_over(container: Any, entries: list[Any]) -> bool:
+    """Whether the entry made for ``container`` (of ``entries``) is remembered by its path,
+    for a container there next time to take over: a large dict, list or tuple."""
+    return len(entries) >= ADOPT_MIN and type(container) in MUTABLE_CONTAINERS
+
+
+def takes_over(e: CacheEntry | None, container: Any, gen: int) -> bool:
+    """Whether ``container`` takes over ``e``, the entry of the large container encoded at
+    its path most recently: one of the same type, not in use in this encoder run (met or
+    taken over already). What ``e`` recorded is then checked as for a container met again."""
+    return e is not None and e.gen != gen and type(e.obj) is type(container)
 
 
 def unchanged(e: CacheEntry, container: Any, hint: Any, gen: int, child_same: ChildSame,
@@ -175,3 +197,50 @@ def typed_unchanged(e: CacheEntry | None, gen: int) -> bool:
     entry ``e`` says, confirmed by its snapshot (what it holds, by identity) without
     building its fields."""
     return e is not None and e.deep is not None and (e.gen == gen or e.deep.same())
+
+
+class ListStart(NamedTuple):
+    """How much of its entry's work a list that is not reused whole keeps."""
+
+    kept: int  # how many leading elements keep their encodings (and their kids)
+    grow: bool  # all the entry's elements are kept, the rest appended: the entry grows in place
+    dirty_only: bool  # above dirty paths, the same elements: only those on dirty paths are encoded
+
+
+_NOTHING_KEPT: Final = ListStart(0, False, False)
+
+
+def list_start(e: CacheEntry | None, s: list[Any] | tuple[Any, ...], hint: Any, below_same: bool) -> ListStart:
+    """What list or tuple ``s`` keeps of ``e``'s work. The elements it still starts with
+    (the very objects, compared by identity), when nothing below the old elements changed
+    (``below_same``); all of them without a pass over them when the dirty paths below are
+    all new indexes past the old end (an append, by the promise of ``encode_root``). A
+    pure append grows the entry in place when the entry has a flat snapshot to grow (or
+    the promise covers what is below). Above dirty paths, a list holding the same elements
+    re-encodes only those on the dirty paths."""
+    if e is None:
+        return _NOTHING_KEPT
+    n_old = len(e.vals)
+    promised_append = type(hint) is dict and len(s) > n_old and all(type(k) is int and k >= n_old for k in hint)
+    if promised_append or (below_same and same_prefix(s, e.vals)):
+        kept = min(n_old, len(s))
+        return ListStart(kept, kept == n_old and (e.deep is not None or promised_append), False)
+    if type(hint) is dict and n_old == len(s) and same_prefix(s, e.vals):
+        return ListStart(n_old, False, True)
+    return _NOTHING_KEPT
+
+
+def moved_encodings(e: CacheEntry, below_same: bool) -> dict[int, bytes]:
+    """The encodings of ``e``'s elements that stand wherever the list now holds them (one
+    removed, inserted or replaced before them), by id (valid while ``e`` holds them):
+    immutable ones always, containers when ``e``'s snapshot confirmed everything below
+    the old elements unchanged (``below_same``)."""
+    every = below_same and e.deep is not None
+    return {id(v): enc for v, enc in zip(e.vals, e.entries) if every or type(v) in IMMUTABLE_TYPES}
+
+
+def same_keys(e: CacheEntry, d: dict[str, Any], hint: Any) -> bool:
+    """Whether dict ``d`` has the keys ``e`` recorded, in the same order, so that only its
+    values that are new objects need encoding (``Encoder._encode_dict_few``); above dirty
+    paths the promise says so for every key off them."""
+    return bool(e.sorted_keys) and len(e.vals) == len(d) and (type(hint) is dict or all(map(is_, d, e.keys)))

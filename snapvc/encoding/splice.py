@@ -242,7 +242,7 @@ class _Skeleton:
 
 def inner_levels(loader: Loader, kind: int, oid: bytes, root: list[Any], pack: Callable[[Any], bytes]) -> list[Level]:
     """The inner levels of the stored tree ``oid`` (``root``, its decoded node), from level
-    1 up, as the encoder keeps them (see ``Encoder._build``), read a level at a time; empty
+    1 up, as the encoder keeps them (see ``trees.build_tree``), read a level at a time; empty
     for a single leaf. Each level's last node is marked open (perhaps cut at the end of
     its entries, not at a boundary): a re-cut rather than a reuse decides it."""
     nodes = [(oid, root)]

@@ -10,7 +10,8 @@ same root id, whatever the dict insertion order or edit history):
 - a dict, list or tuple whose encoding is at most ``INLINE_NODE_MAX`` bytes and holds no
   reference is inline; otherwise it is a MAP or SEQ object; beyond
   ``SINGLE_NODE_ENTRIES`` entries or ``SINGLE_NODE_MAX_BYTES`` bytes it is a prolly tree
-  (``snapvc.encoding.prolly``) whose leaves hold about ``LEAF_TARGET_BYTES``.
+  (``snapvc.encoding.prolly``) whose leaves hold about ``LEAF_TARGET_BYTES``, stored by
+  ``snapvc.encoding.trees``.
 
 Commit cost follows what changed. The encoder keeps, per container object it has seen,
 a shallow snapshot of its contents (which objects it held, by identity) and what it
@@ -35,31 +36,27 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from itertools import compress, count
-from operator import is_, is_not
+from operator import is_not
 from typing import Any, Final
 
 import msgpack
 
 from snapvc.encoding import arrays
 from snapvc.encoding.adapters import TypeAdapter, adapter_for_value
-from snapvc.encoding.cache import ADOPT_MIN, IMMUTABLE_TYPES, MUTABLE_CONTAINERS, CacheEntry, DeepSnapshot, EncodeCache
-from snapvc.encoding.identity import same_prefix
+from snapvc.encoding.cache import IMMUTABLE_TYPES, MUTABLE_CONTAINERS, CacheEntry, DeepSnapshot, EncodeCache
 from snapvc.encoding.chunker import CHUNK_THRESHOLD, chunk_spans, rechunk
-from snapvc.encoding.nodes import TAG_BYTES, TAG_DICT, TAG_LIST, TAG_STR, TAG_TUPLE, inner_payload, leaf_payload
+from snapvc.encoding.nodes import TAG_BYTES, TAG_DICT, TAG_LIST, TAG_STR, TAG_TUPLE, leaf_payload
 from snapvc.encoding.prolly import (
     LEAF_TARGET_BYTES,
-    TARGET_NODE_BYTES,
     Level,
-    NodeRec,
     first_key,
-    inner_level_rule,
     map_leaf_hash_size,
-    plan_level,
     seq_leaf_hash_size,
     text_leaf_hash_size,
     whole_entry,
 )
 from snapvc.encoding import reuse
+from snapvc.encoding.trees import SINGLE_NODE_ENTRIES, build_tree
 from snapvc.encoding.reader import Loader, MapView, SeqView
 from snapvc.encoding.values import (
     EXT_TUPLE,
@@ -86,8 +83,6 @@ __all__ = ["Encoder", "EncodeCache", "element_encoder", "INLINE_STR_MAX", "CHUNK
 
 INLINE_STR_MAX: Final = 2048
 INLINE_NODE_MAX: Final = 2048
-SINGLE_NODE_MAX_BYTES: Final = 2 * LEAF_TARGET_BYTES
-SINGLE_NODE_ENTRIES: Final = 64
 # A bytes value of at least this many bytes is kept by the encode cache after it is
 # stored at a path, so that the next one there is rechunked from where it differs
 # (``chunker.rechunk``): an array's data, which is a new bytes object each commit, costs
@@ -230,7 +225,7 @@ class Encoder:
             data = v
         pack = self._pack
         if len(data) <= CHUNK_THRESHOLD:
-            enc = self._store(TEXT, self._leaf_payload(TEXT, tag, [(pack(data), len(data))]))
+            enc = self._store(TEXT, leaf_payload(TEXT, tag, [(pack(data), len(data))], pack))
         else:
             # What stood at this path last commit: a chunk it shares is not stored again,
             # and a new chunk names as delta base the old chunk that covered the same
@@ -271,7 +266,8 @@ class Encoder:
             # The tree over the chunks reuses the nodes of last commit's at this path (its
             # entries compared with the new ones, in C: nothing about them is assumed).
             old_tree, old_ref = self.cache.at_path(path, TEXT, tag)
-            enc, tree = self._build(TEXT, tag, entries, text_leaf_hash_size, whole_entry, old_tree, old_ref)
+            enc, tree = build_tree(TEXT, tag, entries, text_leaf_hash_size, whole_entry, old_tree, old_ref, self._store,
+                                   pack)
             self.cache.put_path(path, enc, tree, TEXT, tag)
         self.cache.put(v, CacheEntry(v, (), (), enc, [], None, []))
         return enc
@@ -311,13 +307,13 @@ class Encoder:
             if below is None:
                 return None  # e.g. a typed value of an adapter of your own: confirmed through its entry
             belows.append((child, below))
-            total += len(below.dicts) + len(below.seqs) + len(below.objs)
+            total += below.containers()
         found = None
         if unknown:
             found = DeepSnapshot.of(unknown)
             if found is None:
                 return None
-            total += len(found.dicts) + len(found.seqs) + len(found.objs)
+            total += found.containers()
         if len(kids) <= _FEW_KIDS and total > _LARGE_SNAPSHOT:
             return None
         deep = DeepSnapshot()
@@ -335,7 +331,7 @@ class Encoder:
         entry.deep = self._deep_of(kids) if snapshot else None
         entry.gen = self._gen
         self.cache.put(owner, entry)
-        if len(entries) >= ADOPT_MIN and type(owner) in MUTABLE_CONTAINERS:
+        if reuse.kept_for_taking_over(owner, entries):
             self.cache.put_at(tuple(self._path), entry)
         return entry
 
@@ -350,13 +346,12 @@ class Encoder:
 
         The entry then describes ``obj`` (and is changed in place as ``obj``'s own would
         be); the container it described is, if met again, encoded anew. Undone if the
-        commit fails. None if there is none, or if it is in use in this encoding."""
-        if len(obj) < ADOPT_MIN:
-            return None
+        commit fails. None unless one may be taken over (``reuse.takes_over``)."""
         path = tuple(self._path)
         e = self.cache.entry_at(path)
-        if e is None or e.gen == self._gen or type(e.obj) is not type(obj):
+        if not reuse.takes_over(e, obj, self._gen):
             return None
+        assert e is not None
         return self.cache.move(e, obj, path)
 
     # -- dicts --------------------------------------------------------------------------
@@ -370,7 +365,7 @@ class Encoder:
             return e.enc  # already encoded in this run (checked, or met twice)
         below_same = False
         hint: Any = None if self._dirty is None else self._hint()
-        if e is None and owner is d and reuse.may_take_over(hint):
+        if e is None and owner is d and reuse.may_take_over(d, hint):
             e = self._adopt(d)
         if e is not None:
             whole, below_same = self._unchanged(e, d, hint, force_node)
@@ -378,8 +373,7 @@ class Encoder:
                 return e.enc
         # Same keys as last time (above dirty paths, the promise says so for every key off
         # them): re-encode only what changed.
-        if (e is not None and e.sorted_keys and len(e.vals) == len(d)
-                and (type(hint) is dict or all(map(is_, d, e.keys)))):
+        if e is not None and reuse.same_keys(e, d, hint):
             enc = self._encode_dict_few(d, e, force_node, tag, owner, hint, below_same)
             if enc is not None:
                 return enc
@@ -599,7 +593,7 @@ class Encoder:
             return e.enc  # already encoded in this run (checked, or met twice)
         below_same = False
         hint: Any = None if self._dirty is None else self._hint()
-        if e is None and reuse.may_take_over(hint):
+        if e is None and reuse.may_take_over(s, hint):
             e = self._adopt(s)
         if e is not None:
             whole, below_same = self._unchanged(e, s, hint)
@@ -616,30 +610,22 @@ class Encoder:
         appended = False
         try:
             # The common case is an append: the old elements are still there, unchanged,
-            # and keep their encodings; only the new tail is encoded.
-            kept = 0
-            # Above dirty paths that are all new indexes past the end: an append, by the
-            # promise (see ``encode_root``), with no pass over the old elements at all.
-            n_old = len(e.vals) if e is not None else 0
-            state_append = (e is not None and type(hint) is dict and len(s) > n_old
-                            and all(type(k) is int and k >= n_old for k in hint))
-            if e is not None and (state_append or (below_same and same_prefix(s, e.vals))):
-                kept = min(n_old, len(s))
-                if kept == n_old and (e.deep is not None or state_append):
-                    # A pure append grows the remembered entry in place (undone if the
-                    # commit fails), so a long list costs nothing per element here.
-                    appended = True
-                    e = self.cache.writable(e, tuple(path))
-                    self.cache.on_discard(_grow_undo(e))
-                    entries = e.entries
-                    kids = e.kids
-                else:
-                    entries = e.entries[:kept]
-                    kids = [kid for kid in e.kids if kid[0] < kept]
-            elif e is not None and type(hint) is dict and len(e.vals) == len(s) and same_prefix(s, e.vals):
+            # and keep their encodings; only the new tail is encoded (``reuse.list_start``).
+            start = reuse.list_start(e, s, hint, below_same)
+            kept = start.kept
+            if start.grow:
+                assert e is not None
+                # A pure append grows the remembered entry in place (undone if the commit
+                # fails), so a long list costs nothing per element here.
+                appended = True
+                e = self.cache.writable(e, tuple(path))
+                self.cache.on_discard(_grow_undo(e))
+                entries = e.entries
+                kids = e.kids
+            elif start.dirty_only:
+                assert e is not None
                 # Above dirty paths, holding the same elements: those off the dirty paths
                 # are trusted unchanged (see ``encode_root``); only the others are encoded.
-                kept = len(s)
                 entries = list(e.entries)
                 kids = list(e.kids)
                 self.cache.keep([kid[1] for kid in kids])  # a later dirty path may lead through them
@@ -653,14 +639,15 @@ class Encoder:
                     j = bisect_left(kids, i, key=first_key)
                     if j < len(kids) and kids[j][0] == i:
                         kids[j] = (i, s[i], enc)
+            elif kept:
+                assert e is not None
+                entries = e.entries[:kept]
+                kids = [kid for kid in e.kids if kid[0] < kept]
             tail_kids_from = len(kids)
-            # Elements met again elsewhere in the list (one removed, inserted or replaced
-            # before them) keep their encodings: immutable ones always, containers when the
-            # snapshot confirmed everything below the old elements unchanged.
+            # Elements met again elsewhere in the list keep their encodings (``reuse.moved_encodings``).
             moved: dict[int, bytes] = {}
             if e is not None and kept < len(s) and not appended:
-                moved = {id(v): enc for v, enc in zip(e.vals, e.entries)
-                         if type(v) in IMMUTABLE_TYPES or (below_same and e.deep is not None)}
+                moved = reuse.moved_encodings(e, below_same)
             for i in range(kept, len(s)):
                 v = s[i]
                 known = moved.get(id(v)) if moved else None
@@ -720,94 +707,11 @@ class Encoder:
         else:
             old_tree, old_ref = self.cache.at_path(path, kind, tag)
         own = old_tree is not None and e is not None and old_tree is e.tree  # hints are about e's tree
-        enc, tree = self._build(kind, tag, entries, leaf_hs, first_of, old_tree, old_ref,
-                                changed if own else None, prefix if own else None)
+        enc, tree = build_tree(kind, tag, entries, leaf_hs, first_of, old_tree, old_ref, self._store, self._pack,
+                               changed if own else None, prefix if own else None)
         self.cache.put_path(path, enc, tree, kind, tag)
         return enc, tree
 
-    def _leaf_payload(self, kind: int, tag: Any, entries: list[Any]) -> bytes:
-        return leaf_payload(kind, tag, entries, self._pack)
-
-    def _inner_payload(self, kind: int, tag: Any, level: int, entries: list[Any]) -> bytes:
-        return inner_payload(kind, tag, level, entries, self._pack)
-
-    def _build(self, kind: int, tag: Any, entries: list[Any], leaf_hs: Any, first_of: Any,
-               old_tree: list[Level] | None, old_ref: bytes | None,
-               changed: list[int] | None = None, prefix: int | None = None) -> tuple[bytes, list[Level] | None]:
-        """Store ``entries`` as one node or a prolly tree; returns (reference, levels or None).
-
-        ``old_tree``/``old_ref`` describe what the same container was stored as last time:
-        unchanged nodes are reused, and each new node names the old node at its place as
-        its delta base. ``changed`` (sorted positions), if given, names every entry that
-        may differ from the old tree's, the rest being the same and as many: the levels
-        are then planned in time that follows the changes (see ``plan_level``). ``prefix``,
-        if given, is how many leading entries are known to equal the old tree's (an append)."""
-        if len(entries) <= SINGLE_NODE_ENTRIES and _entries_size(kind, entries) <= SINGLE_NODE_MAX_BYTES:
-            return self._store(kind, self._leaf_payload(kind, tag, entries), old_ref), None
-        levels: list[Level] = []
-        level = 0
-        hs = leaf_hs
-        first = first_of
-        while True:
-            old = old_tree[level] if old_tree is not None and level < len(old_tree) else None
-            if level > 0:
-                hs, old = inner_level_rule(entries, old)
-            plan = plan_level(entries, hs, first, old, LEAF_TARGET_BYTES if level == 0 else TARGET_NODE_BYTES,
-                              changed, prefix)
-            grown = old is None and level == 0 and old_ref is not None  # a single node that grew into a tree
-            # The leading nodes reused where they were (all but the last few, for an append)
-            # are taken in one C-speed pass: the work on a level follows its new nodes.
-            old_nodes = old.nodes if old is not None else []
-            lead = _same_prefix(plan, old_nodes) if old is not None else 0
-            nodes: list[NodeRec] = old_nodes[:lead]  # the very nodes of plan[:lead]
-            rebuilt: list[int] = []  # positions of the new nodes: the changed entries of the level above
-            # ... provided every reused node kept its position (a split here and a merge
-            # there can leave the count the same and the nodes between them shifted).
-            aligned = old is not None
-            for item in plan[lead:] if lead else plan:
-                if isinstance(item, NodeRec):
-                    if aligned and not (len(nodes) < len(old_nodes) and old_nodes[len(nodes)] is item):
-                        aligned = False
-                    nodes.append(item)
-                    continue
-                rebuilt.append(len(nodes))
-                start, end, closed = item
-                chunk = entries[start:end]
-                if level == 0:
-                    payload = self._leaf_payload(kind, tag, chunk)
-                    count = (end - start) if kind != TEXT else sum(c for _, c in chunk)
-                    head = chunk[0][0] if kind == MAP else None
-                else:
-                    payload = self._inner_payload(kind, tag, level, chunk)
-                    count = sum(c[-1] for c in chunk)
-                    head = chunk[0][0] if kind == MAP else None
-                # A new node names as delta base its own previous version, the old node that
-                # started at the same entry (the last, growing node of a list, also when it
-                # closes; a node an edit rewrote), whose bytes it mostly repeats. Measured:
-                # basing nodes that start elsewhere on the node covering their start saves
-                # nothing and lengthens the delta chains reads must decode.
-                base = _node_at(old.nodes, start) if old is not None else (old_ref if grown and start == 0 else None)
-                nodes.append(NodeRec(start, end, closed, self._store(kind, payload, base), count, head))
-            levels.append(Level(entries, nodes))
-            if len(nodes) == 1:
-                return nodes[0].ref, levels
-            if changed is not None:
-                changed = rebuilt if aligned and old is not None and len(nodes) == len(old.nodes) else None
-            # The entries of the level above: those of the leading reused nodes are the old
-            # level's own (it was built from the same nodes), known equal to them.
-            above = old_tree[level + 1] if lead and old_tree is not None and level + 1 < len(old_tree) else None
-            if above is None:
-                lead = 0
-            fresh = nodes[lead:] if lead else nodes
-            if kind == MAP:
-                entries = [(nd.first, nd.ref, nd.total) for nd in fresh]
-            else:
-                entries = [(nd.ref, nd.total) for nd in fresh]
-            if lead and above is not None:  # (lead is 0 when there is no level above)
-                entries[:0] = above.entries[:lead]
-            prefix = lead if lead else None
-            first = first_key if kind == MAP else whole_entry
-            level += 1
 
 
 _FEW_KIDS = 16
@@ -816,24 +720,6 @@ _FEW_CHANGES = 8
 # A snapshot of more containers than this below a container of at most _FEW_KIDS
 # children is not copied into the container's own: checking the few kids is cheaper.
 _LARGE_SNAPSHOT = 256
-
-
-def _same_prefix(plan: list[Any], nodes: list[NodeRec]) -> int:
-    """How many leading items of ``plan`` are the very nodes of ``nodes`` at the same
-    places (compared by identity, in C)."""
-    return next(compress(count(), map(is_not, plan, nodes)), min(len(plan), len(nodes)))
-
-
-def _node_at(nodes: list[NodeRec], start: int) -> bytes | None:
-    """The reference of the node among ``nodes`` that starts at ``start``, if one does."""
-    i = bisect_left(nodes, start, key=lambda nd: nd.start)
-    return nodes[i].ref if i < len(nodes) and nodes[i].start == start else None
-
-
-def _entries_size(kind: int, entries: list[Any]) -> int:
-    if kind == SEQ:
-        return sum(map(len, entries))
-    return sum([len(a) + (len(b) if kind == MAP else 4) for a, b in entries])
 
 
 def _restore_entries(e: CacheEntry, sorted_vals: list[Any], undo: list[tuple[int, Any, int, Any]],
