@@ -241,14 +241,19 @@ class Encoder:
                 again = rechunk(data, old_data, old_starts)
                 shift = len(data) - len(old_data)
                 spans = again.spans
-                head, tail = again.head, again.tail
+                head, tail, moved = again.head, again.tail, again.moved
             else:
                 spans = list(chunk_spans(data))
                 head, tail = 0, len(old_starts)  # no old chunk taken as it was: all cut anew
                 shift = 0
+                moved = {}
             new_entries = []
             new_starts = []
-            for offset, length in spans:
+            for i, (offset, length) in enumerate(spans):
+                if i in moved:  # an old chunk, moved: the same bytes, the same object
+                    new_entries.append((old_refs[moved[i]], length))
+                    new_starts.append(offset)
+                    continue
                 chunk = bytes(view[offset : offset + length])
                 oid, raw = object_bytes(BLOB, chunk)
                 ref = REF_PREFIX + oid
