@@ -805,7 +805,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 state.set((_PAST, checkpoint_id, i), entry)
             state.extend((_PAST, checkpoint_id), new)
             everything = [replaced.get(i, entry) for i, entry in enumerate(stored)] + new
-            state.set((_LATEST,), [list(e) for e in everything])
+            _refill(state, (_LATEST,), [list(e) for e in everything])
             while True:
                 try:
                     state.snapshot(message=message)
@@ -928,6 +928,20 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace,
                                                    "checkpoint_id": checkpoint_id}}
         return CheckpointTuple(config, checkpoint, meta, parent_config, pending)
+
+
+def _refill(state: State, path: tuple[str, ...], values: builtins.list[Any]) -> None:
+    """Make the list at ``path`` hold copies of ``values``: the same list, emptied and
+    extended, so that a commit meets it where it met it last time (a long bytes value in
+    it is then stored as what changed since the one stored there, ``chunker.rechunk``),
+    not a new list met after the others."""
+    held = state.get(path) if path[0] in state else None
+    if type(held) is not list:
+        state.set(path, values)
+        return
+    for i in reversed(range(len(held))):
+        state.delete((*path, i))
+    state.extend(path, values)
 
 
 def _not_in(ids: set[ObjectId]) -> Callable[[Commit], bool]:
