@@ -22,9 +22,11 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, Send, interrupt
 
 import snapvc
+from snapvc.encoding import writer
 from snapvc.integrations.langgraph import SnapvcSaver
 from snapvc.integrations.langgraph.saver import KEY
 from snapvc.integrations.langgraph.values import SERIALIZED
+from snapvc.objects import BLOB
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -251,6 +253,34 @@ def test_a_put_stores_what_changed_not_the_whole_history(tmp_path: Path) -> None
     assert saver.get_tuple(config | {"configurable": {"thread_id": "long", "checkpoint_ns": ""}}).checkpoint[
         "channel_values"]["messages"] == grown
     saver.close()
+
+
+def test_a_serialized_write_that_grows_each_step_is_stored_as_what_changed(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # A ReAct agent's Send carries the whole history to the tool node: serialized, a long
+    # bytes value that differs from the step before's near its start (the call) and at
+    # its end (the new messages). Its chunks in between are taken as they were.
+    hashed: list[int] = []
+    real = writer.object_bytes
+
+    def counting(kind: int, payload: bytes) -> Any:
+        if kind == BLOB:
+            hashed.append(len(payload))
+        return real(kind, payload)
+
+    monkeypatch.setattr(writer, "object_bytes", counting)
+    history = [f"message {i}: " + " ".join(f"word{(i * 7 + j) % 997}" for j in range(60)) for i in range(2400)]
+    with SnapvcSaver(tmp_path / "sends.snapvc") as saver:
+        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        for step in (1, 2, 3):
+            config = saver.put(config, _checkpoint(step, {"n": step}, {"n": step}), {"source": "loop", "step": step},
+                               {"n": step})
+            sent = Send("tools", {"call": f"call-{step}", "history": history[: 2300 + 40 * step]})
+            hashed.clear()
+            saver.put_writes(config, [("messages", f"asked {step}"), ("__pregel_tasks", sent)], f"task-{step}")
+        assert 0 < len(hashed) <= 16, len(hashed)  # of a value of about 120 chunks
+        writes = saver.get_tuple(config).pending_writes
+        assert writes == [("task-3", "messages", "asked 3"), ("task-3", "__pregel_tasks", sent)]
 
 
 def test_puts_on_the_tip_store_appends_replacements_and_removals_exactly(tmp_path: Path) -> None:

@@ -28,6 +28,10 @@ _fastcdc: Final = FastCDC(avg_size=CDC_AVG)
 CDC_MAX: Final = int(_fastcdc.max_size)
 # Bytes compared at a time when looking for where two versions of a value part.
 _BLOCK: Final = 1 << 22
+# How an old chunk is recognised where a new one starts (``rechunk``): by its first
+# bytes, then by all of them; and how many new chunks are cut before looking.
+_OPENING: Final = 64
+_CUT_BEFORE_LOOKING: Final = 4
 
 
 def chunk_spans(data: bytes) -> Iterator[tuple[int, int]]:
@@ -45,6 +49,7 @@ class Rechunked(NamedTuple):
     head: int
     spans: list[tuple[int, int]]
     tail: int
+    moved: dict[int, int]  # spans[i] is the old chunk moved[i] (the same bytes, moved): taken without hashing
 
 
 def rechunk(data: bytes, old: bytes, old_starts: list[int]) -> Rechunked:
@@ -59,7 +64,10 @@ def rechunk(data: bytes, old: bytes, old_starts: list[int]) -> Rechunked:
     at an old chunk's start (moved by the change of length) inside the suffix both share,
     every later cut is the old one: the same bytes, the same distance from the end.
     Appending to a long value cuts only its last chunks; a change in its middle, about
-    the chunks around it."""
+    the chunks around it. Between two changes (a value edited near its start and grown
+    near its end), a new chunk that starts where an old chunk's bytes start again, moved,
+    is that chunk, and so are the old chunks after it as far as the bytes stay the same
+    (``_moved_run``): they are taken as they were (``Rechunked.moved``), not cut again."""
     m, n = len(old), len(data)
     both = min(m, n)
     same = _common_prefix(old, data, both)
@@ -74,31 +82,72 @@ def rechunk(data: bytes, old: bytes, old_starts: list[int]) -> Rechunked:
     shift = n - m
     resume = {s + shift: j for j, s in enumerate(old_starts[head:], head) if s >= m - suffix and s + shift > start}
     spans: list[tuple[int, int]] = []
-    tail = count
-    if start < n:
-        for chunk in _fastcdc.cut_buf(memoryview(data)[start:]):
-            offset = chunk.offset + start
+    moved: dict[int, int] = {}
+    openings: dict[bytes, int] | None = None  # an old chunk by its first bytes, made when first needed
+    view = memoryview(data)
+    pos = start
+    while pos < n:
+        jumped = False
+        for chunk in _fastcdc.cut_buf(view[pos:]):
+            offset = chunk.offset + pos
             j = resume.get(offset)
             if j is not None:
-                tail = j
-                break
+                return Rechunked(head, spans, j, moved)
+            if len(spans) >= _CUT_BEFORE_LOOKING and offset + CDC_MAX <= n:
+                if openings is None:
+                    openings = {old[s:s + _OPENING]: k for k, s in enumerate(old_starts) if s + CDC_MAX <= m}
+                k = openings.get(bytes(view[offset:offset + _OPENING]))
+                if k is not None:
+                    run = _moved_run(data, old, old_starts, k, offset)
+                    if run:
+                        for k_run, (at, length) in run:
+                            if (j := resume.get(at)) is not None:
+                                return Rechunked(head, spans, j, moved)
+                            moved[len(spans)] = k_run
+                            spans.append((at, length))
+                        pos = run[-1][1][0] + run[-1][1][1]
+                        jumped = True
+                        break
             spans.append((offset, chunk.length))
-    return Rechunked(head, spans, tail)
+        if not jumped:
+            break
+    return Rechunked(head, spans, count, moved)
 
 
-def _common_prefix(a: bytes, b: bytes, limit: int) -> int:
-    """How many leading bytes ``a`` and ``b`` share (at most ``limit``): ``startswith``
-    over a memoryview compares in place, without copying."""
-    view = memoryview(a)
+def _moved_run(data: bytes, old: bytes, old_starts: list[int], k: int, at: int) -> list[tuple[int, tuple[int, int]]]:
+    """The old chunks from ``k`` on that ``data`` holds again from ``at``, each with where
+    it starts and its length there: as many as lie within the bytes both share from
+    those places, each starting at least ``CDC_MAX`` bytes before the end of both (so
+    that its cut depended on its own bytes alone)."""
+    m, n = len(old), len(data)
+    q = old_starts[k]
+    same = _common_prefix(old, data, min(m - q, n - at), q, at)
+    run: list[tuple[int, tuple[int, int]]] = []
+    count = len(old_starts)
+    while k < count:
+        s = old_starts[k]
+        end = old_starts[k + 1] if k + 1 < count else m
+        here = at + (s - q)
+        if end - q > same or s + CDC_MAX > m or here + CDC_MAX > n:
+            break
+        run.append((k, (here, end - s)))
+        k += 1
+    return run
+
+
+def _common_prefix(a: bytes, b: bytes, limit: int, a_at: int = 0, b_at: int = 0) -> int:
+    """How many bytes ``a`` from ``a_at`` and ``b`` from ``b_at`` share (at most ``limit``):
+    ``startswith`` over a memoryview compares in place, without copying."""
+    view = memoryview(a)[a_at:]
     lo = 0
     while lo < limit:
         hi = min(limit, lo + _BLOCK)
-        if b.startswith(view[lo:hi], lo):
+        if b.startswith(view[lo:hi], b_at + lo):
             lo = hi
             continue
         while hi - lo > 1:  # a[:lo] == b[:lo], and a[lo:hi] != b[lo:hi]
             mid = (lo + hi) // 2
-            if b.startswith(view[lo:mid], lo):
+            if b.startswith(view[lo:mid], b_at + lo):
                 lo = mid
             else:
                 hi = mid

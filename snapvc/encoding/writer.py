@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
-from itertools import compress, count
+from itertools import compress, count, islice
 from operator import is_not
 from typing import Any, Final
 
@@ -241,14 +241,19 @@ class Encoder:
                 again = rechunk(data, old_data, old_starts)
                 shift = len(data) - len(old_data)
                 spans = again.spans
-                head, tail = again.head, again.tail
+                head, tail, moved = again.head, again.tail, again.moved
             else:
                 spans = list(chunk_spans(data))
                 head, tail = 0, len(old_starts)  # no old chunk taken as it was: all cut anew
                 shift = 0
+                moved = {}
             new_entries = []
             new_starts = []
-            for offset, length in spans:
+            for i, (offset, length) in enumerate(spans):
+                if i in moved:  # an old chunk, moved: the same bytes, the same object
+                    new_entries.append((old_refs[moved[i]], length))
+                    new_starts.append(offset)
+                    continue
                 chunk = bytes(view[offset : offset + length])
                 oid, raw = object_bytes(BLOB, chunk)
                 ref = REF_PREFIX + oid
@@ -377,6 +382,15 @@ class Encoder:
             enc = self._encode_dict_few(d, e, force_node, tag, owner, hint, below_same)
             if enc is not None:
                 return enc
+        # Keys added on dirty paths (a map that grows by a key a commit): placed in the
+        # entry, then encoded as the changes they are.
+        if e is not None and e.sorted_keys and type(hint) is dict and len(d) > len(e.vals):
+            grown = self._add_keys(d, e, hint)
+            if grown is not None:
+                enc = self._encode_dict_few(d, grown[0], force_node, tag, owner, hint, below_same)
+                if enc is not None:
+                    return enc
+                grown[1]()
         oid = id(owner)
         if oid in self._active:
             raise self._fail("the state contains a cycle: this container holds itself")
@@ -530,6 +544,50 @@ class Encoder:
             e.deep = self._deep_of(kids)
         e.gen = self._gen
         return enc
+
+    def _add_keys(self, d: dict[str, Any], e: CacheEntry, hint: dict[Any, Any]) -> tuple[CacheEntry, Callable[[], None]] | None:
+        """``e`` (made writable) with the keys ``d`` gained on the dirty paths ``hint``
+        leads to placed in entry order, each holding a placeholder that ``_encode_dict_few``
+        replaces (they are on dirty paths, so it re-encodes them), and what undoes it
+        (also run if the commit fails). None, nothing changed, unless the keys ``d``
+        gained are all on dirty paths, all str, the last ones ``d`` holds, and it lost none."""
+        positions = e.positions
+        if positions is None:
+            positions = e.positions = {k: i for i, k in enumerate(e.sorted_keys)}
+        added = [k for k in hint if k not in positions and k in d]
+        if not added or len(d) != len(e.vals) + len(added) or any(type(k) is not str for k in added):
+            return None
+        order = list(islice(reversed(d), len(added)))[::-1]  # as ``d`` holds them, after the old keys
+        if set(order) != set(added):
+            return None
+        try:
+            placed = sorted((k, self._pack(k)) for k in order)
+        except UnicodeEncodeError:
+            return None
+        e = self.cache.writable(e, tuple(self._path))
+        before = (e.keys, e.vals, e.insertion, e.sorted_keys, e.sorted_vals, e.positions, e.entries)
+        sorted_keys, sorted_vals, entries = list(e.sorted_keys), list(e.sorted_vals), list(e.entries)
+        for k, packed in placed:
+            j = bisect_left(sorted_keys, k)
+            sorted_keys.insert(j, k)
+            sorted_vals.insert(j, _ADDED)
+            entries.insert(j, (packed, b""))
+        insertion = dict(e.insertion) if e.insertion is not None else {k: i for i, k in enumerate(e.keys)}
+        insertion.update(zip(order, range(len(e.keys), len(e.keys) + len(order))))
+        # New lists and maps, not the old ones changed: earlier trees and forked caches hold those.
+        e.keys, e.vals, e.insertion = e.keys + tuple(order), [*e.vals, *[_ADDED] * len(order)], insertion
+        e.sorted_keys, e.sorted_vals, e.entries = tuple(sorted_keys), sorted_vals, entries
+        e.positions = dict(zip(sorted_keys, range(len(sorted_keys))))
+        undone = False
+
+        def undo() -> None:
+            nonlocal undone
+            if not undone:
+                undone = True
+                e.keys, e.vals, e.insertion, e.sorted_keys, e.sorted_vals, e.positions, e.entries = before
+
+        self.cache.on_discard(undo)  # before the changes' own undo, so run after it
+        return e, undo
 
     def _map_node(self, entries: list[tuple[bytes, bytes]], force_node: bool, tag: Any, e: CacheEntry | None,
                   changed: list[int] | None = None) -> tuple[bytes, list[Level] | None]:
@@ -715,6 +773,7 @@ class Encoder:
 
 
 _FEW_KIDS = 16
+_ADDED: Final = object()  # the value of a key ``Encoder._add_keys`` placed, until it is encoded
 # A dict is re-encoded entry by entry (not by its changes alone) once more than 1/_FEW_CHANGES of it changed.
 _FEW_CHANGES = 8
 # A snapshot of more containers than this below a container of at most _FEW_KIDS

@@ -584,7 +584,8 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         repo = self.repo
         tip = repo.refs.get(HEADS + branch)
         if tip is None or (parent is not None and parent.id == tip):
-            commit = self._commit_values(branch, values, meta, message, where)
+            commit = self._commit_values(branch, values, meta, message, where, tip=tip)
+            heads = {**lines.heads, HEADS + branch: commit.id}  # only the branch moved
         else:
             with repo.deferred():
                 tip_commit = repo.get_commit(tip, walking=True)
@@ -602,7 +603,8 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                     commit = self._commit_values(branch, values, meta, message, where, parents=())
                     if on_head == HEADS + branch:
                         repo.refs.set_symbolic("HEAD", on_head)
-        lines.heads = self._heads(branch)
+            heads = self._heads(branch)
+        lines.heads = heads
         lines.by_id[meta[KEY]["id"]] = commit
         self._lines_cache[branch] = lines
         return commit
@@ -616,11 +618,12 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         return False
 
     def _commit_values(self, branch: str, values: dict[str, Any], meta: dict[str, Any], message: str, where: str,
-                       parents: tuple[ObjectId, ...] | None = None) -> Commit:
-        """Commit ``values`` on the branch's tip (or on ``parents``); a channel snapvc
-        cannot store goes through the serializer."""
+                       parents: tuple[ObjectId, ...] | None = None, tip: Any = MISSING) -> Commit:
+        """Commit ``values`` on the branch's tip (``tip``, if the caller read it; or on
+        ``parents``); a channel snapvc cannot store goes through the serializer."""
         if parents is None:
-            return self._commit_working(branch, values, meta, message, where)
+            return self._commit_working(branch, values, meta, message, where,
+                                        self.repo.refs.get(HEADS + branch) if tip is MISSING else tip)
         self._working.pop(branch, None)  # a fork or a new root: the working copy is reloaded when next needed
         for channel, value in values.items():
             if self._wrapped.get((branch, channel)) is type(value):
@@ -635,7 +638,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 values[channel] = self._serialize(values[channel], f"{where}: channel {channel!r}")
 
     def _commit_working(self, branch: str, values: dict[str, Any], meta: dict[str, Any], message: str,
-                        where: str) -> Commit:
+                        where: str, tip: ObjectId | None) -> Commit:
         """Commit ``values`` through the branch's working copy (``snapvc.State``), which
         checks and encodes only the channels that changed, so the cost follows the
         change, not the history.
@@ -652,7 +655,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         begins with a ``get_tuple`` whose fresh objects its first put gets back."""
         versions = meta[KEY].get("channel_versions") or {}
         work = self._working.get(branch)
-        if work is None or work.state.base != self.repo.refs.get(HEADS + branch):
+        if work is None or work.state.base != tip:
             work = _Working(self.repo.state(branch))
         _keep_recent(self._working, branch, work)
         state, given = work.state, work.given
@@ -802,7 +805,7 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                 state.set((_PAST, checkpoint_id, i), entry)
             state.extend((_PAST, checkpoint_id), new)
             everything = [replaced.get(i, entry) for i, entry in enumerate(stored)] + new
-            state.set((_LATEST,), [list(e) for e in everything])
+            _refill(state, (_LATEST,), [list(e) for e in everything])
             while True:
                 try:
                     state.snapshot(message=message)
@@ -925,6 +928,20 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
         config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace,
                                                    "checkpoint_id": checkpoint_id}}
         return CheckpointTuple(config, checkpoint, meta, parent_config, pending)
+
+
+def _refill(state: State, path: tuple[str, ...], values: builtins.list[Any]) -> None:
+    """Make the list at ``path`` hold copies of ``values``: the same list, emptied and
+    extended, so that a commit meets it where it met it last time (a long bytes value in
+    it is then stored as what changed since the one stored there, ``chunker.rechunk``),
+    not a new list met after the others."""
+    held = state.get(path) if path[0] in state else None
+    if type(held) is not list:
+        state.set(path, values)
+        return
+    for i in reversed(range(len(held))):
+        state.delete((*path, i))
+    state.extend(path, values)
 
 
 def _not_in(ids: set[ObjectId]) -> Callable[[Commit], bool]:
