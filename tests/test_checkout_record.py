@@ -366,6 +366,26 @@ def test_long_strings_read_once_are_kept_within_their_budget_and_let_go_on_close
     assert repo.loader.cache.text_size == 0
 
 
+def test_long_strings_the_cache_lets_go_while_a_state_is_built_are_still_handed_out(tmp_path: Path) -> None:
+    """A checkout takes the long strings the cache kept as its walk meets them: building
+    the rest puts new ones in, which push those out before they are built."""
+    texts = {f"doc-{i:03}": f"document {i} " * 2000 for i in range(120)}  # 3 MB of texts
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        repo.commit({"docs": texts})
+    for reopened in (False, True):
+        repo = snapvc.open(path)
+        repo.loader.cache = reader.ObjectCache(4 << 20)  # 1 MiB for texts: the last ones read
+        assert repo.checkout("main")["docs"] == texts
+        kept = dict(repo.loader.cache._texts)
+        assert kept and len(kept) < len(texts)
+        again = repo.state("main") if reopened else None
+        got = again.get("docs") if again is not None else repo.checkout("main")["docs"]
+        assert got == texts
+        assert not kept.keys() & repo.loader.cache._texts.keys()  # every one kept was let go meanwhile
+        repo.close()
+
+
 @pytest.mark.skipif(nodes.ormsgpack is None, reason="ormsgpack is not installed: msgpack alone decodes")
 @pytest.mark.parametrize("name", [*golden_states(), "shapes"])
 def test_both_decoders_read_every_state_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:

@@ -252,8 +252,10 @@ class Loader:
         decoded: dict[bytes, tuple[int, Any]] = {}
         raw: dict[bytes, bytes] = {}
         cache = self.cache
-        texts = cache._texts  # long str and bytes built before: not read again
-        frontier = [oid] if oid not in texts else []
+        # Long str and bytes built before, taken as the walk meets them (not read again):
+        # held here, as the cache may let them go while this value is built.
+        held: dict[bytes, str | bytes] = {}
+        frontier = self._unheld([oid], raw, held)
         kept = 0  # bytes cached: past the cache's bulk_bytes, what is read is not kept
         while frontier:
             refs: list[bytes] = []
@@ -269,8 +271,23 @@ class Loader:
                         continue  # a chunk's bytes are taken as they are (``_Builder._text_into``)
                     kind, node = decoded[fid] = decode_node(fid, data, hook=hook)
                     refs += children_of(kind, node)
-            frontier = [r for r in dict.fromkeys(refs) if r not in raw and r not in texts]
-        return _Builder(decoded, raw, built, self.fetch, hook, cache).build(oid)
+            frontier = self._unheld(refs, raw, held)
+        return _Builder(decoded, raw, built, self.fetch, hook, cache, held).build(oid)
+
+    def _unheld(self, refs: list[bytes], raw: dict[bytes, bytes], held: dict[bytes, str | bytes]) -> list[bytes]:
+        """Of ``refs``, those still to read: not read yet (``raw``), nor a long str or
+        bytes value the cache keeps, which is taken into ``held`` instead."""
+        get_text = self.cache.get_text
+        unread = []
+        for ref in dict.fromkeys(refs):
+            if ref in raw or ref in held:
+                continue
+            known = get_text(ref)
+            if known is None:
+                unread.append(ref)
+            else:
+                held[ref] = known[0]
+        return unread
 
     def _path_to_type(self, oid: bytes, name: str, at: int = 0) -> tuple[Any, ...] | None:
         """The path, below the value ``oid``, of the first typed value stored under
@@ -332,13 +349,14 @@ class _Builder:
 
     def __init__(self, decoded: dict[bytes, tuple[int, Any]], raw: dict[bytes, bytes],
                  built: BuildLog | None, fetch: Callable[[bytes], bytes], hook: Callable[[int, bytes], Any],
-                 cache: ObjectCache) -> None:
+                 cache: ObjectCache, held: dict[bytes, str | bytes]) -> None:
         self.decoded = decoded
         self.raw = raw
         self.built = built
         self.log = built.objects if built is not None else None
         self.hook = hook
-        self.cache = cache
+        self.cache = cache  # keeps the long str and bytes values built (``ObjectCache.put_text``)
+        self.held = held  # those it kept when the walk met them, by id (``Loader._unheld``)
         self.fetch = fetch  # a chunk met again: its bytes were let go once taken
 
     def _take(self, oid: bytes) -> tuple[int, Any]:
@@ -350,11 +368,11 @@ class _Builder:
 
     def build(self, oid: bytes) -> Any:
         built = self.log
-        known = self.cache.get_text(oid)
+        known = self.held.get(oid)
         if known is not None:
             if built is not None:
-                built.append(Built(oid, known[0], None, 0))
-            return known[0]
+                built.append(Built(oid, known, None, 0))
+            return known
         kind, node = self._take(oid)
         if kind == MAP:
             out = self._map_into(node, {})
