@@ -1,13 +1,17 @@
-"""Fixtures shared by several test modules: a real S3 server (SeaweedFS) for the S3 backend."""
+"""Fixtures shared by several test modules: a real S3 server (SeaweedFS) for the S3 backend,
+and counts of what the encoder does (chunks hashed, map entries checked one by one)."""
 
 from __future__ import annotations
 
 import itertools
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from snapvc.encoding import reuse, writer
+from snapvc.objects import BLOB
 from tests.seaweed import SKIP_REASON, SeaweedServer, weed_binary
 
 
@@ -36,3 +40,34 @@ _prefixes = itertools.count(1)
 def s3_url(s3_bucket: str) -> str:
     """A repository location of its own: a fresh prefix in the shared bucket."""
     return f"s3://{s3_bucket}/test-{os.getpid()}-{next(_prefixes)}"
+
+
+@pytest.fixture
+def chunks_hashed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the chunks (BLOB objects) the encoder hashed since the list was last
+    emptied."""
+    hashed: list[int] = []
+    real = writer.object_bytes
+
+    def counting(kind: int, payload: bytes) -> Any:
+        if kind == BLOB:
+            hashed.append(len(payload))
+        return real(kind, payload)
+
+    monkeypatch.setattr(writer, "object_bytes", counting)
+    return hashed
+
+
+@pytest.fixture
+def entries_checked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many map entries the encoder checked one by one since the list was last
+    emptied (each old entry a dict walks is one ``reuse.element_unchanged``)."""
+    checked: list[int] = []
+    real = reuse.element_unchanged
+
+    def counting(before: Any, value: Any, below_trusted: bool) -> bool:
+        checked.append(1)
+        return real(before, value, below_trusted)
+
+    monkeypatch.setattr(reuse, "element_unchanged", counting)
+    return checked

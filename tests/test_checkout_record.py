@@ -386,11 +386,11 @@ def test_long_strings_the_cache_lets_go_while_a_state_is_built_are_still_handed_
         repo.close()
 
 
-@pytest.mark.skipif(nodes.ormsgpack is None, reason="ormsgpack is not installed: msgpack alone decodes")
 @pytest.mark.parametrize("name", [*golden_states(), "shapes"])
 def test_both_decoders_read_every_state_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
-    """Node payloads decode to the same values, types and all, with ormsgpack (where it
-    is installed) and with msgpack alone; so do errors a value's decoding raises."""
+    """Node payloads decode to the same values, types and all, with ormsgpack (a
+    checkout's decoder) and with msgpack (the reference); so do errors a value's
+    decoding raises."""
     state = shapes() if name == "shapes" else golden_states()[name]
     with snapvc.open(tmp_path / "r.snapvc") as repo:
         repo.commit(state)
@@ -403,6 +403,6 @@ def test_both_decoders_read_every_state_alike(tmp_path: Path, monkeypatch: pytes
 
 def test_an_error_in_an_inline_value_is_raised_as_itself_by_either_decoder() -> None:
     payload = msgpack.packb(["x", msgpack.ExtType(99, b"newer")])  # an extension code unknown here
-    for unpack in (nodes.unpack_msgpack, nodes.unpack_ormsgpack) if nodes.ormsgpack else (nodes.unpack_msgpack,):
+    for unpack in (nodes.unpack_msgpack, nodes.unpack_ormsgpack):
         with pytest.raises(FormatVersionError):
             unpack(payload, ext_hook)

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import snapvc
 from snapvc import UnsupportedValueError
-from snapvc.encoding import reuse
 from snapvc.encoding.writer import Encoder
 
 
@@ -20,21 +18,6 @@ from snapvc.encoding.writer import Encoder
 def repo(tmp_path: Path) -> Iterator[snapvc.Repository]:
     with snapvc.open(tmp_path / "repo.snapvc", author="tester") as r:
         yield r
-
-
-@pytest.fixture
-def entries_checked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many map entries the encoder checked one by one since the list was last
-    emptied (each old entry a dict walks is one ``reuse.element_unchanged``)."""
-    checked: list[int] = []
-    real = reuse.element_unchanged
-
-    def counting(before: Any, value: Any, below_trusted: bool) -> bool:
-        checked.append(1)
-        return real(before, value, below_trusted)
-
-    monkeypatch.setattr(reuse, "element_unchanged", counting)
-    return checked
 
 
 def _key(i: int) -> str:

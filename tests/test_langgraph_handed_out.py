@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.base.id import uuid6
@@ -20,7 +19,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from snapvc.encoding import reuse
 from snapvc.integrations.langgraph import SnapvcSaver
 from snapvc.integrations.langgraph.values import Watch, fresh_copies
 
@@ -350,17 +348,10 @@ def test_fresh_copies_share_only_what_cannot_change_in_place() -> None:
 
 
 def test_a_turn_checks_as_many_stored_entries_at_turn_40_as_at_turn_10(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                       entries_checked: list[int]) -> None:
     # The writes branch keeps a map of every checkpoint's writes, one key more at each
     # put_writes; the encoder places the new key instead of walking the map's entries.
-    checked: list[int] = []
-    real = reuse.element_unchanged
-
-    def counting(before: Any, value: Any, below_trusted: bool) -> bool:
-        checked.append(1)
-        return real(before, value, below_trusted)
-
-    monkeypatch.setattr(reuse, "element_unchanged", counting)
+    checked = entries_checked
     per_turn = []
     with SnapvcSaver(tmp_path / "t.snapvc") as saver:
         graph = _react(saver)

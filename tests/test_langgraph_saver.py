@@ -22,11 +22,9 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, Send, interrupt
 
 import snapvc
-from snapvc.encoding import writer
 from snapvc.integrations.langgraph import SnapvcSaver
 from snapvc.integrations.langgraph.saver import KEY
 from snapvc.integrations.langgraph.values import SERIALIZED
-from snapvc.objects import BLOB
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -256,19 +254,11 @@ def test_a_put_stores_what_changed_not_the_whole_history(tmp_path: Path) -> None
 
 
 def test_a_serialized_write_that_grows_each_step_is_stored_as_what_changed(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                         chunks_hashed: list[int]) -> None:
     # A ReAct agent's Send carries the whole history to the tool node: serialized, a long
     # bytes value that differs from the step before's near its start (the call) and at
     # its end (the new messages). Its chunks in between are taken as they were.
-    hashed: list[int] = []
-    real = writer.object_bytes
-
-    def counting(kind: int, payload: bytes) -> Any:
-        if kind == BLOB:
-            hashed.append(len(payload))
-        return real(kind, payload)
-
-    monkeypatch.setattr(writer, "object_bytes", counting)
+    hashed = chunks_hashed
     history = [f"message {i}: " + " ".join(f"word{(i * 7 + j) % 997}" for j in range(60)) for i in range(2400)]
     with SnapvcSaver(tmp_path / "sends.snapvc") as saver:
         config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}

@@ -7,15 +7,11 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
 
-import pytest
 
 import snapvc
-from snapvc.encoding import writer
 from snapvc.encoding.chunker import chunk_spans, rechunk
 from snapvc.encoding.writer import RECHUNK_MIN, Encoder
-from snapvc.objects import BLOB
 
 
 def _text(rng: random.Random, words: list[bytes], count: int) -> bytes:
@@ -69,19 +65,11 @@ def test_a_value_edited_near_its_start_and_grown_near_its_end_is_cut_around_the_
     assert len(list(chunk_spans(new))) > 70 and cut <= 12, (cut, moved)  # not the 70-odd chunks
 
 
-def test_the_encoder_hashes_only_the_chunks_around_the_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_encoder_hashes_only_the_chunks_around_the_changes(tmp_path: Path, chunks_hashed: list[int]) -> None:
     rng = random.Random(5)
     words = _words(rng)
     body = _text(rng, words, 2 * RECHUNK_MIN // 5)  # past RECHUNK_MIN: kept, to be rechunked
-    hashed: list[int] = []
-    real = writer.object_bytes
-
-    def counting(kind: int, payload: bytes) -> Any:
-        if kind == BLOB:
-            hashed.append(len(payload))
-        return real(kind, payload)
-
-    monkeypatch.setattr(writer, "object_bytes", counting)
+    hashed = chunks_hashed
     with snapvc.open(tmp_path / "r.snapvc") as repo:
         repo.commit({"blob": b"head 1" + body + b"tail"}, branch="b")
         hashed.clear()

@@ -122,10 +122,7 @@ class DictVersions:
         return list(map(floordiv, map(id, dicts), repeat(8)))
 
     def read(self, places: Sequence[int]) -> array[int]:
-        words = self._words
-        if len(places) > 1:
-            return array("Q", itemgetter(*places)(words))
-        return array("Q", map(words.__getitem__, places))
+        return self.reader(places)()
 
     def reader(self, places: Sequence[int]) -> Callable[[], array[int]]:
         """A function reading the numbers at ``places`` each time it is called (made once

@@ -32,11 +32,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import msgpack
-
-try:  # a faster decoder of the same format, when installed (see ``_unpack``)
-    import ormsgpack
-except ImportError:  # pragma: no cover - the pure path: msgpack alone
-    ormsgpack = None  # type: ignore[assignment]
+import ormsgpack
 
 from snapvc.encoding.values import EXT_TYPED, REF_PREFIX, array_header, ext_hook, map_header
 from snapvc.errors import CorruptObjectError, FormatVersionError, InvalidObjectIdError, SnapvcError
@@ -143,11 +139,10 @@ def unpack_ormsgpack(data: Any, hook: Callable[[int, bytes], Any]) -> Any:
         raise
 
 
-# How node payloads are decoded: ormsgpack where installed, else msgpack. The two give
-# the same values for every payload the encoder writes (tests/test_checkout_record.py
-# reads every shape of state each way).
-_unpack: Callable[[Any, Callable[[int, bytes], Any]], Any] = (
-    unpack_ormsgpack if ormsgpack is not None else unpack_msgpack)
+# How node payloads are decoded where values are rebuilt (a checkout): ormsgpack, which
+# gives the same values as msgpack for every payload the encoder writes
+# (tests/test_checkout_record.py reads every shape of state each way).
+_unpack: Callable[[Any, Callable[[int, bytes], Any]], Any] = unpack_ormsgpack
 
 
 def _walk_hook(code: int, data: bytes) -> Any:
