@@ -1,8 +1,8 @@
 """The order of a sealed pack's objects (``snapvc.backends.sqlite.layout``) and what a
-fresh read of it costs, counted: the branches' newest states come first, in the order a
-read from their roots asks for them, the chunks of long strings after the nodes, history
-last; so a checkout decodes the newest state and no history, and one value decodes and
-fetches only the start of the pack. A pack in any order reads back (packs written before
+fresh read of it costs, counted: the branches' newest states come first, walked together
+a level at a time as a read from their roots asks for them, the chunks of long strings
+after the nodes, history last; so a checkout decodes the newest state and no history,
+and one value decodes and fetches only the start of the pack. A pack in any order reads back (packs written before
 the order was chosen, and by any reader: the format is unchanged)."""
 
 from __future__ import annotations
@@ -28,9 +28,11 @@ def _words(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(vocabulary) + str(rng.randrange(1000)) for _ in range(n))
 
 
-def _run(path: Path, steps: int = 60) -> dict[str, Any]:
+def _run(path: Path, steps: int = 60, fork: bool = False) -> dict[str, Any]:
     """A small agent run: a growing message list, notes rewritten each step, a long
-    document edited every tenth step; a side branch from the middle. Closed (sealed)."""
+    document edited every tenth step; a side branch from the middle; with ``fork``, a
+    branch from the end with one commit more, made last (the newest state). Closed
+    (sealed)."""
     rng = random.Random(0)
     state: dict[str, Any] = {"messages": [], "notes": {f"n{k}": _words(rng, 8) for k in range(20)},
                              "document": _words(rng, 50_000)}
@@ -44,6 +46,12 @@ def _run(path: Path, steps: int = 60) -> dict[str, Any]:
             repo.commit(state, message=f"step {i}")
             if i == steps // 2:
                 repo.branch("side", at="main")
+        if fork:
+            repo.branch("fork", at="main")
+            cut = len(state["document"]) // 3
+            repo.commit({**state, "messages": [*state["messages"], {"role": "user", "content": "and then?"}],
+                         "document": state["document"][:cut] + _words(rng, 30) + state["document"][cut:]},
+                        branch="fork", message="fork")
         repo.gc()  # every object in one sealed pack
     return state
 
@@ -83,24 +91,54 @@ def _walk(repo: snapvc.Repository, root: ObjectId) -> list[tuple[bytes, int]]:
     return out
 
 
-def test_a_sealed_pack_puts_the_newest_state_first_then_the_other_branch_then_history(tmp_path: Path) -> None:
-    """The pack starts with the newest commit's root; the objects of the newest state
-    come first (its nodes, then its chunks), then the rest of the side branch's state,
+def _depths(repo: snapvc.Repository, root: ObjectId) -> dict[bytes, int]:
+    """How many levels below tree ``root`` each object reachable from it first is."""
+    depths: dict[bytes, int] = {}
+    level = [bytes(root)]
+    depth = 0
+    while level:
+        level = [oid for oid in dict.fromkeys(level) if oid not in depths]
+        data = repo.store.get_many([ObjectId(oid) for oid in level])
+        below: list[bytes] = []
+        for oid in level:
+            depths[oid] = depth
+            canonical = data[ObjectId(oid)]
+            if canonical[0] in (MAP, SEQ, TEXT):
+                kind, node = decode_node(oid, canonical, rebuild_types=False)
+                below += [bytes(child) for child in children_of(kind, node)]
+        level = below
+        depth += 1
+    return depths
+
+
+def test_a_sealed_pack_puts_the_branches_nodes_first_a_level_at_a_time_then_their_chunks_then_history(
+        tmp_path: Path) -> None:
+    """The pack starts with the branches' roots, the newest commit's first; then the
+    nodes of both states a level at a time (so the top of either tree comes before the
+    lower levels of both); then the newest state's chunks, then the other branch's own;
     then history."""
     path = tmp_path / "r.snapvc"
     _run(path)
     _, ids, _, _ = _pack(path)
     with snapvc.open(path) as repo:
-        main = _walk(repo, repo.get_commit(repo.resolve("main")).tree)
-        side = _walk(repo, repo.get_commit(repo.resolve("side")).tree)
-    newest = [oid for oid, _ in main]
-    assert ids[0] == newest[0]
-    nodes = [oid for oid, kind in main if kind != BLOB]
+        main_root, side_root = (repo.get_commit(repo.resolve(name)).tree for name in ("main", "side"))
+        main = _walk(repo, main_root)
+        side = _walk(repo, side_root)
+        depth = _depths(repo, main_root)
+        for oid, d in _depths(repo, side_root).items():
+            depth[oid] = min(d, depth.get(oid, d))
+    assert ids[:2] == [bytes(main_root), bytes(side_root)]
+    nodes = {oid for oid, kind in main + side if kind != BLOB}
     chunks = [oid for oid, kind in main if kind == BLOB]
-    assert chunks and ids[: len(nodes)] == nodes and set(ids[len(nodes) : len(main)]) == set(chunks)
-    only_side = {oid for oid, _ in side} - set(newest)
-    assert only_side and set(ids[len(main) : len(main) + len(only_side)]) == only_side
-    history = set(ids) - set(newest) - only_side
+    side_chunks = {oid for oid, kind in side if kind == BLOB} - set(chunks)
+    assert chunks and side_chunks
+    assert set(ids[: len(nodes)]) == nodes
+    levels = [depth[oid] for oid in ids[: len(nodes)]]
+    assert levels == sorted(levels) and levels[-1] > 2
+    after = ids[len(nodes) :]
+    assert set(after[: len(chunks)]) == set(chunks)
+    assert set(after[len(chunks) : len(chunks) + len(side_chunks)]) == side_chunks
+    history = set(ids) - nodes - set(chunks) - side_chunks
     assert history, "the run leaves history behind"
 
 
@@ -132,6 +170,29 @@ def test_a_fresh_checkout_decodes_the_newest_state_and_one_value_only_the_start_
         assert 0 < reader.fetched < stored  # the rest of the row was never read
 
 
+def test_a_fresh_read_of_a_branch_behind_a_newer_fork_decodes_the_levels_above_its_value_only(
+        tmp_path: Path) -> None:
+    """Counted on a newly opened repository: the root of a branch a newer fork was made
+    from is among the first objects of the pack (not behind the fork's whole state), and
+    one message of it read through a snapshot decodes no more than the nodes of the two
+    states and a zstd block: none of their long document's chunks."""
+    path = tmp_path / "r.snapvc"
+    state = _run(path, fork=True)
+    number, ids, lengths, _ = _pack(path)
+    size = dict(zip(ids, lengths, strict=True))
+    with snapvc.open(path) as repo:
+        main_root, fork_root = (repo.get_commit(repo.resolve(name)).tree for name in ("main", "fork"))
+        main = _walk(repo, main_root)
+        fork = _walk(repo, fork_root)
+    nodes = sum(size[oid] for oid in {oid for oid, kind in main + fork if kind != BLOB})
+    chunks = sum(size[oid] for oid in {oid for oid, kind in main + fork if kind == BLOB})
+    assert chunks > 2 * BLOCK_MAX
+    with snapvc.open(path) as repo:
+        assert repo.snapshot("main")["messages"][30] == state["messages"][30]
+        assert len(repo.backend.objects._readers[number].decoded) <= nodes + BLOCK_MAX
+    assert ids[0] == bytes(fork_root) and bytes(main_root) in ids[:3]
+
+
 def test_a_pack_in_any_order_reads_back(tmp_path: Path) -> None:
     """Readers find an object through its row's ids and sizes, never through where a
     layout puts it: the pack rewritten with its objects shuffled (as packs written before
@@ -160,9 +221,10 @@ def test_a_pack_in_any_order_reads_back(tmp_path: Path) -> None:
         assert repo.checkout("main") == state
         assert repo.fsck().ok
         newest = [oid for oid, _ in _walk(repo, repo.get_commit(repo.resolve("main")).tree)]
+        branches = set(newest) | {oid for oid, _ in _walk(repo, repo.get_commit(repo.resolve("side")).tree)}
         assert repo.backend.objects.seal_all() == 1
     resealed = _pack(path)[1]
-    assert resealed[0] == newest[0] and set(resealed[: len(newest)]) == set(newest)
+    assert resealed[0] == newest[0] and set(resealed[: len(branches)]) == branches
     with snapvc.open(path) as repo:
         assert repo.checkout("main") == state
         assert repo.fsck().ok

@@ -4,10 +4,16 @@ A pack is decoded from its start as far as the furthest object a read asks for
 (``snapvc.backends.sqlite.packs``), so the order of its objects decides what a read
 costs. A process that opens a repository reads the newest states first: a checkout, or
 one value through a snapshot, walks the trees the branches point at from their roots
-down, a level at a time. ``read_order`` puts those objects first, in that order, the
-nodes of the trees before the chunks of long strings and bytes (BLOBs, read only by a
-read of that one value); every other object (history) follows in the order it came. The
-bytes before an object a read needs are then the objects such a read needs before it.
+down, a level at a time. ``read_order`` puts those objects first, in that order: the
+trees are walked together, a level of all of them at a time (the roots, the newest
+first, then every root's children, and so on), so that the start of any branch's tree
+comes before the lower levels of the others (forks share most of their objects, and a
+tree walked whole before the next would put the next one's root behind all of it); the
+nodes of the trees come before the chunks of long strings and bytes (BLOBs, read only
+by a read of that one value), the newest tree's chunks first, so that a checkout of the
+newest state decodes no other state's long strings; every other object (history)
+follows in the order it came. The bytes before a node a read needs are then the nodes
+of the levels above it, and of its own level before it.
 
 The order changes no id and no frame, and the pack is an ordinary pack: a reader of any
 version finds each object through its row's ids and sizes. It is only a hint: an object
@@ -41,32 +47,34 @@ def branch_states(refs: RefStore, commits: CommitIndex) -> list[ObjectId]:
 
 def read_order(frames: Sequence[tuple[ObjectId, bytes]], roots: Iterable[bytes],
                lookup: Callable[[bytes], bytes | None]) -> list[tuple[ObjectId, bytes]]:
-    """``frames`` (raw frames, each id once) reordered: the objects reachable from each
-    of ``roots`` in turn (the newest first) in the order a read from that root asks for
-    them, its BLOBs after its other nodes; then the rest in the order given. ``lookup``: the frame
-    of an object not in ``frames`` that the walk passes through on its way down, or
-    None (not stored, or too costly to read: the walk stops there)."""
+    """``frames`` (raw frames, each id once) reordered: the objects reachable from
+    ``roots`` (the newest first), walked together a level at a time in the order a read
+    from each root asks for them, the BLOBs after every other node (the first root's
+    first); then the rest in the
+    order given. ``lookup``: the frame of an object not in ``frames`` that the walk passes
+    through on its way down, or None (not stored, or too costly to read: the walk stops
+    there)."""
     own = {bytes(oid): frame for oid, frame in frames}
-    first: list[bytes] = []
-    seen: set[bytes] = set()
-    budget = [WALK_BYTES]
-    for root in roots:
-        first += _walk(bytes(root), own, lookup, seen, budget)
+    first = _walk([bytes(root) for root in roots], own, lookup)
     placed = set(first)
     return [(ObjectId(oid), own[oid]) for oid in first] + [item for item in frames if item[0] not in placed]
 
 
-def _walk(root: bytes, own: dict[bytes, bytes], lookup: Callable[[bytes], bytes | None], seen: set[bytes],
-          budget: list[int]) -> list[bytes]:
-    """The objects of ``own`` reachable from ``root`` and not ``seen`` before, level by
-    level (a checkout asks for a level in one batch), BLOBs last; ``budget``: the bytes
-    of nodes the walk may still decode."""
+def _walk(roots: list[bytes], own: dict[bytes, bytes], lookup: Callable[[bytes], bytes | None]) -> list[bytes]:
+    """The objects of ``own`` reachable from ``roots``, walked together level by level
+    (a checkout asks for a level in one batch), the BLOBs last: those of the first root
+    first, then those only a later root reaches, in the order of the roots (a checkout
+    of the newest state decodes no other state's long strings). The walk decodes at most
+    ``WALK_BYTES`` of nodes."""
     nodes: list[bytes] = []
-    chunks: list[bytes] = []
-    level = [root]
-    while level and budget[0] > 0:
-        below: list[bytes] = []
-        for oid in level:
+    chunks: list[tuple[int, bytes]] = []  # (the first root that reaches it, id)
+    seen: set[bytes] = set()
+    budget = WALK_BYTES
+    # Each level holds the objects the first roots reach first (its parents' order).
+    level = [(oid, n) for n, oid in enumerate(roots)]
+    while level and budget > 0:
+        below: list[tuple[bytes, int]] = []
+        for oid, n in level:
             if oid in seen:
                 continue
             seen.add(oid)
@@ -78,13 +86,17 @@ def _walk(root: bytes, own: dict[bytes, bytes], lookup: Callable[[bytes], bytes 
                 continue
             kind = data[0]
             if oid in own:
-                (chunks if kind == BLOB else nodes).append(oid)
-            if kind not in (MAP, SEQ, TEXT) or budget[0] <= 0:
+                if kind == BLOB:
+                    chunks.append((n, oid))
+                else:
+                    nodes.append(oid)
+            if kind not in (MAP, SEQ, TEXT) or budget <= 0:
                 continue
-            budget[0] -= len(data)
-            below += _children(oid, data)
+            budget -= len(data)
+            below += [(child, n) for child in _children(oid, data)]
         level = below
-    return nodes + chunks
+    chunks.sort(key=lambda chunk: chunk[0])  # stable: each root's in the order met
+    return nodes + [oid for _, oid in chunks]
 
 
 def _canonical(frame: bytes) -> bytes | None:
