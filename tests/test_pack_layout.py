@@ -15,7 +15,7 @@ from typing import Any
 import zstandard
 
 import snapvc
-from snapvc.backends.sqlite import packs
+from snapvc.backends.sqlite import layout, packs
 from snapvc.encoding.nodes import children_of, decode_node
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
@@ -111,34 +111,44 @@ def _depths(repo: snapvc.Repository, root: ObjectId) -> dict[bytes, int]:
     return depths
 
 
-def test_a_sealed_pack_puts_the_branches_nodes_first_a_level_at_a_time_then_their_chunks_then_history(
+def test_a_sealed_pack_puts_the_newest_state_first_with_the_top_of_the_other_branch_then_history(
         tmp_path: Path) -> None:
     """The pack starts with the branches' roots, the newest commit's first; then the
-    nodes of both states a level at a time (so the top of either tree comes before the
-    lower levels of both); then the newest state's chunks, then the other branch's own;
-    then history."""
+    newest state's nodes a level at a time, with the other branch's own nodes among them
+    while they add at most an eighth (``layout.FOREIGN_SHARE``) to the newest state's
+    bytes; then the newest state's chunks; then the rest of the other branch's nodes and
+    its own chunks; then history."""
     path = tmp_path / "r.snapvc"
     _run(path)
-    _, ids, _, _ = _pack(path)
+    _, ids, lengths, _ = _pack(path)
+    size = dict(zip(ids, lengths, strict=True))
     with snapvc.open(path) as repo:
         main_root, side_root = (repo.get_commit(repo.resolve(name)).tree for name in ("main", "side"))
         main = _walk(repo, main_root)
         side = _walk(repo, side_root)
         depth = _depths(repo, main_root)
         for oid, d in _depths(repo, side_root).items():
-            depth[oid] = min(d, depth.get(oid, d))
+            depth.setdefault(oid, d)
     assert ids[:2] == [bytes(main_root), bytes(side_root)]
-    nodes = {oid for oid, kind in main + side if kind != BLOB}
+    newest = {oid for oid, _ in main}
+    nodes = [oid for oid, kind in main if kind != BLOB]
     chunks = [oid for oid, kind in main if kind == BLOB]
-    side_chunks = {oid for oid, kind in side if kind == BLOB} - set(chunks)
-    assert chunks and side_chunks
-    assert set(ids[: len(nodes)]) == nodes
-    levels = [depth[oid] for oid in ids[: len(nodes)]]
+    side_nodes = {oid for oid, kind in side if kind != BLOB} - newest
+    side_chunks = {oid for oid, kind in side if kind == BLOB} - newest
+    assert chunks and side_nodes and side_chunks
+    first_chunk = ids.index(chunks[0])
+    top = ids[:first_chunk]
+    ahead = [oid for oid in top if oid in side_nodes]
+    assert set(top) - set(ahead) == set(nodes) and ahead
+    assert sum(size[oid] for oid in ahead) <= sum(size[oid] for oid in newest) // layout.FOREIGN_SHARE
+    levels = [depth[oid] for oid in top]
     assert levels == sorted(levels) and levels[-1] > 2
-    after = ids[len(nodes) :]
+    after = ids[first_chunk:]
     assert set(after[: len(chunks)]) == set(chunks)
-    assert set(after[len(chunks) : len(chunks) + len(side_chunks)]) == side_chunks
-    history = set(ids) - nodes - set(chunks) - side_chunks
+    rest = side_nodes - set(ahead)
+    assert set(after[len(chunks) : len(chunks) + len(rest)]) == rest
+    assert set(after[len(chunks) + len(rest) : len(chunks) + len(rest) + len(side_chunks)]) == side_chunks
+    history = set(ids) - newest - side_nodes - side_chunks
     assert history, "the run leaves history behind"
 
 
@@ -191,6 +201,34 @@ def test_a_fresh_read_of_a_branch_behind_a_newer_fork_decodes_the_levels_above_i
         assert repo.snapshot("main")["messages"][30] == state["messages"][30]
         assert len(repo.backend.objects._readers[number].decoded) <= nodes + BLOCK_MAX
     assert ids[0] == bytes(fork_root) and bytes(main_root) in ids[:3]
+
+
+def test_a_fresh_checkout_of_the_newest_of_many_unrelated_states_decodes_little_more_than_it(
+        tmp_path: Path) -> None:
+    """Threads of an agent, each on a branch of its own and sharing nothing, committed in
+    turn into one pack: a fresh checkout of the newest decodes its own state and at most
+    an eighth more of the others' (``layout.FOREIGN_SHARE``), not the top levels of
+    every thread; and another thread's root is still among the pack's first objects."""
+    path = tmp_path / "r.snapvc"
+    rng = random.Random(3)
+    states: list[dict[str, Any]] = [{"messages": []} for _ in range(12)]
+    with snapvc.open(path) as repo:
+        for step in range(20):
+            for t, state in enumerate(states):
+                state["messages"].append({"role": "assistant", "content": _words(rng, 60), "step": step})
+                repo.commit(state, branch=f"thread-{t}", message=f"{t}/{step}")
+        repo.gc()
+    number, ids, lengths, _ = _pack(path)
+    size = dict(zip(ids, lengths, strict=True))
+    with snapvc.open(path) as repo:
+        newest = sum(size[oid] for oid, _ in _walk(repo, repo.get_commit(repo.resolve("thread-11")).tree))
+        other_root = bytes(repo.get_commit(repo.resolve("thread-0")).tree)
+    assert newest * 2 + BLOCK_MAX < sum(lengths)
+    with snapvc.open(path) as repo:
+        assert repo.checkout("thread-11") == states[11]
+        decoded = len(repo.backend.objects._readers[number].decoded)
+    assert newest <= decoded <= newest + newest // layout.FOREIGN_SHARE
+    assert other_root in ids[: len(states)]
 
 
 def test_a_pack_in_any_order_reads_back(tmp_path: Path) -> None:
