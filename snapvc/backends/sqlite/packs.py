@@ -930,15 +930,14 @@ class SqlitePackStore:
             if any(s not in self._streams for s in streams):
                 return False
             rows = {s: list(self._streams[s]) for s in streams}
-            # What the seal decodes to read the streams is not kept for reads (their rows
-            # are about to go): each stream's decoded bytes go once its frames are copied.
-            cached = set(self._readers)
+            # The streams' decoded bytes are not kept for reads (their rows are about to
+            # go; this process's own finished stream included): each goes once its
+            # frames are copied.
             frames: list[tuple[ObjectId, bytes]] = []
             try:
                 for s in streams:
                     frames += self._frames_of(s)
-                    if s not in cached:
-                        self._readers.pop(s, None)
+                    self._readers.pop(s, None)
             except CorruptObjectError as exc:
                 # A damaged pack stays as it is (its readable objects too), for fsck to
                 # name and gc to drop once nothing needs it; the others are sealed without it.
@@ -953,8 +952,7 @@ class SqlitePackStore:
                 return False
             finally:
                 for s in streams:
-                    if s not in cached:
-                        self._readers.pop(s, None)
+                    self._readers.pop(s, None)
             when = max(self._blocks[n].time for numbers in rows.values() for n in numbers)
         seen: set[bytes] = set()
         unique = []
