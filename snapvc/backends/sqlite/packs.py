@@ -91,8 +91,8 @@ from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported, with_p
 from snapvc.store.codec import BLOCK_MAX, MAX_OBJECT, WINDOW_MAX, BlockFeeder, FrameReader, decompress_bounded
 
 __all__ = ["SqlitePackStore", "OPEN", "FINISHED", "PACKED", "SEALED", "STREAM_BLOCKS", "STREAM_BYTES", "PACK_BYTES",
-           "JOIN_BYTES", "SEAL_LEVEL", "SEAL_TABLE_LOG", "SEAL_SEARCH_LOG", "SEAL_MIN_MATCH", "seal_parameters",
-           "seal_compressor"]
+           "JOIN_BYTES", "SEAL_LEVEL", "SEAL_TABLE_LOG", "SEAL_SEARCH_LOG", "SEAL_MIN_MATCH", "SEAL_STRATEGY",
+           "seal_parameters", "seal_compressor"]
 
 OPEN, FINISHED, PACKED, SEALED = 0, 1, 2, 3
 _STATES = {OPEN: "open", FINISHED: "finished", PACKED: "packed", SEALED: "sealed"}
@@ -107,17 +107,19 @@ _STATES = {OPEN: "open", FINISHED: "finished", PACKED: "packed", SEALED: "sealed
 # makes 2.14 MB, and level 19 1.67 MB in 25 times the time).
 WRITE_LEVEL = 3
 SEAL_LEVEL = 9
-# The sealer's match finder (``seal_parameters``): level 9's lazy2 search, with tables of
-# at most 2^SEAL_TABLE_LOG entries, SEAL_SEARCH_LOG candidates a position and matches of
+# The sealer's match finder (``seal_parameters``): zstd's lazy search, with tables of at
+# most 2^SEAL_TABLE_LOG entries, SEAL_SEARCH_LOG candidates a position and matches of
 # SEAL_MIN_MATCH bytes or more (frames repeat whole ids and runs of text, not short
 # sequences). Measured on the agent run's 500 steps (4.9 MB of frames, one pack) and on
-# 2,000 steps' first 8 MB pack: 612 KB and 874 KB, where level 9's own match finder
-# makes 634 KB and 901 KB, in about the same CPU time (0.1 s), with a context of 5 MiB
-# instead of 11 MiB. Its tables at 2^21 entries save 1% more for twice the context; at
-# 2^19, 4% is lost.
+# 2,000 steps' first 8 MB pack, CPU medians of 9 interleaved: 617 KB in 61 ms and 884 KB
+# in 102 ms, where level 9's own (lazy2, tables of 2^21) makes 634 KB in 78 ms and 901 KB
+# in 119 ms, with a context of 5 MiB instead of 11 MiB. Lazy2 with these tables saves
+# 0.3% more for a third more CPU; 2^21 entries 1% more for twice the context; 2^19
+# entries lose 4%.
 SEAL_TABLE_LOG = 20
-SEAL_SEARCH_LOG = 6
+SEAL_SEARCH_LOG = 5
 SEAL_MIN_MATCH = 6
+SEAL_STRATEGY = zstandard.STRATEGY_LAZY
 # A stream ends after this many blocks or bytes of frames: a cold read of its last block
 # decodes at most this much.
 STREAM_BLOCKS = 128
@@ -1117,7 +1119,8 @@ def seal_parameters(size: int, level: int = SEAL_LEVEL) -> zstandard.ZstdCompres
     """The zstd parameters a sealed pack of ``size`` bytes of frames is compressed with:
     ``level``'s, with a window as large as the pack (up to JOIN_BYTES: the level's own is
     4 MiB, and what a pack repeats from further back would be stored again), and the
-    match finder of ``SEAL_TABLE_LOG``, ``SEAL_SEARCH_LOG`` and ``SEAL_MIN_MATCH``."""
+    match finder of ``SEAL_STRATEGY``, ``SEAL_TABLE_LOG``, ``SEAL_SEARCH_LOG`` and
+    ``SEAL_MIN_MATCH``."""
     window = min(JOIN_BYTES.bit_length() - 1, max(10, (size - 1).bit_length()))
     params = zstandard.ZstdCompressionParameters.from_level(level, source_size=size, window_log=window,
                                                             write_content_size=True, write_checksum=False)
@@ -1126,7 +1129,7 @@ def seal_parameters(size: int, level: int = SEAL_LEVEL) -> zstandard.ZstdCompres
     return zstandard.ZstdCompressionParameters.from_level(
         level, source_size=size, window_log=window, write_content_size=True, write_checksum=False,
         hash_log=min(params.hash_log, SEAL_TABLE_LOG), chain_log=min(params.chain_log, SEAL_TABLE_LOG),
-        search_log=SEAL_SEARCH_LOG, min_match=SEAL_MIN_MATCH)
+        search_log=SEAL_SEARCH_LOG, min_match=SEAL_MIN_MATCH, strategy=SEAL_STRATEGY)
 
 
 def seal_compressor(size: int, level: int = SEAL_LEVEL) -> zstandard.ZstdCompressor:
