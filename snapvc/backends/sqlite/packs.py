@@ -17,8 +17,9 @@ recompresses their frames as one zstd frame at ``SEAL_LEVEL`` (joined with recen
 sealed packs, up to ``JOIN_BYTES``; ``seal_parameters``), and swaps the new pack in for
 the rows it replaces in one short transaction. What a seal holds is its own and brief:
 the frames it read, then the bytes it compresses in one call with a context made for
-that pack (a few MiB), then the pack; what it decoded to read them is not kept. It never holds the write lock while it compresses, and a crash
-at any instant leaves either the old rows or the new pack: the objects are always there.
+that pack (a few MiB), then the pack; what it decoded to read them is not kept. It never
+holds the write lock while it compresses, and a crash at any instant leaves either the
+old rows or the new pack: the objects are always there.
 A sealed pack puts first what a fresh read asks for first: the branches' newest states,
 from their roots down (``snapvc.backends.sqlite.layout``); only the order of its objects
 changes, which its ``ids`` and ``sizes`` record as for any pack.
@@ -926,7 +927,7 @@ class SqlitePackStore:
         ``level`` (without it), and swap the pack in for their rows in one transaction, unless one
         of them changed meanwhile. Whether it was swapped in. ``stopping`` is asked once
         the frames are read, before they are compressed (in one call: at most JOIN_BYTES of
-        frames, a fifth of a second): true, the rows stay as they are."""
+        frames, about a tenth of a second): true, the rows stay as they are."""
         with self._snapshot():
             self._current()
             if any(s not in self._streams for s in streams):
