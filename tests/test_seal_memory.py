@@ -120,3 +120,29 @@ def test_a_seal_holds_its_frames_about_twice_at_most(tmp_path: Path, monkeypatch
         finally:
             tracemalloc.stop()
         assert peak <= 3 * frames, (peak, frames)
+
+
+def test_by_the_time_a_seal_compresses_the_writers_own_stream_is_no_longer_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process that wrote a stream keeps its bytes for reads while it writes; once the
+    stream is finished and its frames are read for a seal, they go, before the seal's
+    compression takes its memory (the swap drops the rows anyway)."""
+    monkeypatch.setattr(packs, "STREAM_BLOCKS", 4)
+    monkeypatch.setattr(packs, "CLOSE_SEAL_BYTES", 0)
+    path = tmp_path / "r.snapvc"
+    with snapvc.open(path) as repo:
+        store = _store(repo)
+        store._want_seal = lambda: None  # type: ignore[method-assign]  # sealed by hand below
+        for i in range(5):
+            repo.commit({"i": i, "text": _text(i, 5000)}, message=f"s{i}")
+        (finished,) = _finished_streams(store)
+        assert finished in store._readers  # the writer's own bytes, kept while it wrote
+        kept_when_compressing: list[list[int]] = []
+
+        def stopping() -> bool:  # asked once the frames are read, before they are compressed
+            kept_when_compressing.append(list(store._readers))
+            return False
+
+        assert store.seal([finished], stopping)
+        assert kept_when_compressing and finished not in kept_when_compressing[0]
+        assert repo.checkout("main") == {"i": 4, "text": _text(4, 5000)}
