@@ -20,7 +20,7 @@ from threading import Lock
 from typing import Any, NamedTuple, overload
 
 from snapvc.encoding.adapters import adapter_for_name
-from snapvc.encoding.nodes import TAG_DICT, TAG_STR, TAG_TUPLE, children_of, decode_node
+from snapvc.encoding.nodes import TAG_DICT, TAG_STR, TAG_TUPLE, decode_level, decode_node
 from snapvc.encoding.values import ext_hook
 from snapvc.errors import (
     CorruptObjectError,
@@ -265,12 +265,9 @@ class Loader:
                 batch = frontier[start : start + _FETCH_BATCH]
                 found = self.fetch_many(batch, keep=max(cache.bulk_bytes - kept, 0))
                 kept += self.kept
-                for fid in batch:
-                    data = raw[fid] = found[fid]
-                    if data[:1] == _BLOB_KIND:
-                        continue  # a chunk's bytes are taken as they are (``_Builder._text_into``)
-                    kind, node = decoded[fid] = decode_node(fid, data, hook=hook)
-                    refs += children_of(kind, node)
+                raw.update(found)
+                # (a chunk's bytes, a BLOB, are taken as they are: ``_Builder._text_into``)
+                refs += decode_level(found, batch, hook, decoded)
             frontier = self._unheld(refs, raw, held)
         return _Builder(decoded, raw, built, self.fetch, hook, cache, held).build(oid)
 
@@ -428,8 +425,14 @@ class _Builder:
                 values[i] = self.build(values[i])
             items += values
         else:
+            decoded = self.decoded
             for child in node[2]:
-                self._seq_into(self._take(child)[1], items)
+                got = decoded.pop(child, None)
+                below = got[1] if got is not None else self._take(child)[1]
+                if below[1] == 0 and not below[3]:  # a leaf holding no reference: its items as decoded
+                    items += below[2]
+                else:
+                    self._seq_into(below, items)
 
     def _text_into(self, node: list[Any], parts: list[Any]) -> None:
         if node[1] == 0:
