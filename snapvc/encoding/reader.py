@@ -183,10 +183,13 @@ class Loader:
     def fetch_many(self, ids: list[bytes], keep: int | None = None) -> dict[bytes, bytes]:
         """The bytes of ``ids``, from the cache or the store; what the store gave is
         cached (with ``keep``, only its first ``keep`` bytes: ``kept`` says how many)."""
-        out: dict[bytes, bytes] = {}
         self.kept = 0
-        missing: list[bytes] = []
         cache = self.cache
+        cached = list(map(cache.get, ids))
+        if None not in cached:  # (a state read before: every object in the cache, found in C-speed passes)
+            return dict(zip(ids, cached))
+        out: dict[bytes, bytes] = {}
+        missing: list[bytes] = []
         for oid in ids:
             data = cache.get(oid)
             if data is None:
@@ -274,12 +277,9 @@ class Loader:
     def _unheld(self, refs: list[bytes], raw: dict[bytes, bytes], held: dict[bytes, str | bytes]) -> list[bytes]:
         """Of ``refs``, those still to read: not read yet (``raw``), nor a long str or
         bytes value the cache keeps, which is taken into ``held`` instead."""
-        get_text = self.cache.get_text
+        new = [ref for ref in dict.fromkeys(refs) if ref not in raw and ref not in held]
         unread = []
-        for ref in dict.fromkeys(refs):
-            if ref in raw or ref in held:
-                continue
-            known = get_text(ref)
+        for ref, known in zip(new, map(self.cache.get_text, new)):
             if known is None:
                 unread.append(ref)
             else:
