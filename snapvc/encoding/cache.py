@@ -44,7 +44,7 @@ _DICT: Final = frozenset({dict})
 _SETS: Final = frozenset({set, frozenset})
 
 
-def _of_types(items: list[Any], types: frozenset[type], of: bool) -> list[Any]:
+def _of_types(items: list[Any], types: frozenset[Any], of: bool) -> list[Any]:
     """The items whose type is (``of``) or is not one of ``types``, found in one C-speed
     pass (a snapshot sorts tens of thousands of objects so)."""
     found = map(types.__contains__, map(type, items))

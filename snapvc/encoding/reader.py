@@ -185,7 +185,7 @@ class Loader:
         cached (with ``keep``, only its first ``keep`` bytes: ``kept`` says how many)."""
         self.kept = 0
         cache = self.cache
-        cached = list(map(cache.get, ids))
+        cached: list[Any] = list(map(cache.get, ids))
         if None not in cached:  # (a state read before: every object in the cache, found in C-speed passes)
             return dict(zip(ids, cached))
         out: dict[bytes, bytes] = {}
