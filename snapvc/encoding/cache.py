@@ -49,6 +49,8 @@ def _of_types(items: list[Any], types: frozenset[Any], of: bool) -> list[Any]:
     pass (a snapshot sorts tens of thousands of objects so)."""
     found = map(types.__contains__, map(type, items))
     return list(compress(items, found if of else map(not_, found)))
+
+
 # Containers of at least this many entries are remembered by path, for a new container at
 # the same path to take over (``reuse.may_take_over``); smaller ones cost little to encode anew.
 ADOPT_MIN: Final = 16

@@ -188,17 +188,8 @@ def decode_level(found: dict[bytes, bytes], ids: list[bytes], hook: Callable[[in
     """``decode_node`` of each of ``ids`` (their bytes in ``found``) but BLOBs, into
     ``into``, in one loop that calls the decoder once a node (a level of a state's trees,
     thousands of nodes, costs the decoding); returns the ids they refer to
-    (``children_of``). A node that does not decode as a state's node is decoded again by
-    ``decode_node``, which raises the error naming it."""
-    failed: list[BaseException] = []
-
-    def guarded(code: int, payload: bytes) -> Any:  # (see ``unpack_ormsgpack``)
-        try:
-            return hook(code, payload)
-        except BaseException as exc:
-            failed.append(exc)
-            raise
-
+    (``children_of``). A node that does not decode as a state's node (or whose ``hook``
+    failed) is decoded again by ``decode_node``, which raises the error naming it."""
     unpackb = ormsgpack.unpackb
     refs: list[bytes] = []
     for oid in ids:
@@ -209,11 +200,10 @@ def decode_level(found: dict[bytes, bytes], ids: list[bytes], hook: Callable[[in
         node: Any = None
         if kind == MAP or kind == SEQ or kind == TEXT:
             try:
-                node = unpackb(memoryview(data)[1:], ext_hook=guarded)
+                node = unpackb(memoryview(data)[1:], ext_hook=hook)
             except Exception:  # (decoded again below, to be named)
                 node = None
         if type(node) is not list or len(node) < 4:
-            failed.clear()
             _, node = decode_node(oid, data, hook=hook)  # raises what is wrong with it
         into[oid] = kind, node
         if node[1]:
