@@ -8,6 +8,7 @@ counted (objects decoded, containers encoded), never timed."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,14 @@ def _decodes(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         return counted
 
     monkeypatch.setattr(reader, "decode_node", counting("reader", nodes.decode_node))
+
+    def level(found: dict[bytes, bytes], ids: list[bytes], hook: Any, into: dict[bytes, Any]) -> list[bytes]:
+        before = len(into)
+        refs = nodes.decode_level(found, ids, hook, into)
+        counts["reader"] += len(into) - before  # the nodes of a level, each decoded once
+        return refs
+
+    monkeypatch.setattr(reader, "decode_level", level)
     for module in (seed, splice):
         monkeypatch.setattr(module, "decode_node", counting("seeder", nodes.decode_node))
     monkeypatch.setattr(seed, "seq_leaf_encodings", counting("seeder", nodes.seq_leaf_encodings))
@@ -406,3 +415,27 @@ def test_an_error_in_an_inline_value_is_raised_as_itself_by_either_decoder() -> 
     for unpack in (nodes.unpack_msgpack, nodes.unpack_ormsgpack):
         with pytest.raises(FormatVersionError):
             unpack(payload, ext_hook)
+
+
+def test_a_long_list_is_built_without_a_python_call_a_node(tmp_path: Path) -> None:
+    # A level of a tree is decoded in one loop (``nodes.decode_level``) and a leaf holding
+    # no reference is taken into its list as decoded: the Python calls a checkout makes
+    # follow the depth of the trees and the values stored as objects, not their nodes.
+    with snapvc.open(tmp_path / "r.snapvc") as repo:
+        state = {"log": [{"i": i, "text": f"entry {i} " * 8, "tags": [i]} for i in range(3000)]}
+        tree = repo.commit(state).tree
+        stored = _nodes_of(repo, tree)
+        assert stored > 50  # the list is a tree of many leaves
+        calls = 0
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            nonlocal calls
+            calls += event == "call"
+
+        sys.setprofile(profile)
+        try:
+            built = repo.loader.materialize(tree)
+        finally:
+            sys.setprofile(None)
+        assert built == state
+        assert calls < stored // 2, (calls, stored)

@@ -156,6 +156,43 @@ def test_a_deep_snapshot_sees_a_change_in_place_below_the_values_it_recorded() -
     assert DeepSnapshot.of([{1, 2}]) is None  # nothing proves a set unchanged: refused
 
 
+def test_a_deep_snapshot_of_many_typed_values_records_them_all_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A message history is thousands of typed values: they are recorded in a few passes
+    # over them all, not one Python call each, and a change to any is still seen.
+    pydantic = pytest.importorskip("pydantic")
+
+    class Note(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(extra="allow")
+        text: str
+        tags: list[str] = []
+
+    notes = [Note(text=f"n{i}", tags=["a", str(i)], more={"i": [i]}) for i in range(2000)] + [Point(i, i) for i in range(500)]
+    calls = {"add_dicts": 0, "add_object": 0}
+    add_dicts, add_object = DeepSnapshot._add_dicts, DeepSnapshot.add_object
+
+    def counted_add_dicts(self: DeepSnapshot, dicts: list[dict[Any, Any]]) -> None:
+        calls["add_dicts"] += 1
+        add_dicts(self, dicts)
+
+    def counted_add_object(self: DeepSnapshot, obj: Any) -> None:
+        calls["add_object"] += 1
+        add_object(self, obj)
+
+    monkeypatch.setattr(DeepSnapshot, "_add_dicts", counted_add_dicts)
+    monkeypatch.setattr(DeepSnapshot, "add_object", counted_add_object)
+    snapshot = DeepSnapshot.of(notes)
+    assert snapshot is not None and snapshot.same()
+    assert calls["add_object"] == 0 and calls["add_dicts"] <= 10, calls  # a few a level of depth
+    assert len(snapshot.objs) == 2500
+    for change in (lambda: notes[7].tags.append("b"), lambda: setattr(notes[1999], "text", "x"),
+                   lambda: notes[3].more["i"].append(1), lambda: notes[4].model_fields_set.discard("tags"),
+                   lambda: setattr(notes[2300], "y", 0)):
+        snapshot = DeepSnapshot.of(notes)
+        assert snapshot is not None and snapshot.same()
+        change()
+        assert not snapshot.same()
+
+
 @pytest.fixture(params=[True, False], ids=["by address", "element by element"])
 def identity_compare(request: pytest.FixtureRequest) -> Iterator[bool]:
     """Both ways ``snapvc.encoding.identity`` compares lists (the second where an id is

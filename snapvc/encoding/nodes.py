@@ -183,6 +183,39 @@ def decode_node(oid: bytes, data: bytes, *, rebuild_types: bool = True,
     return kind, node
 
 
+def decode_level(found: dict[bytes, bytes], ids: list[bytes], hook: Callable[[int, bytes], Any],
+                 into: dict[bytes, tuple[int, Any]]) -> list[bytes]:
+    """``decode_node`` of each of ``ids`` (their bytes in ``found``) but BLOBs, into
+    ``into``, in one loop that calls the decoder once a node (a level of a state's trees,
+    thousands of nodes, costs the decoding); returns the ids they refer to
+    (``children_of``). A node that does not decode as a state's node (or whose ``hook``
+    failed) is decoded again by ``decode_node``, which raises the error naming it."""
+    unpackb = ormsgpack.unpackb
+    refs: list[bytes] = []
+    for oid in ids:
+        data = found[oid]
+        kind = data[0] if data else -1
+        if kind == BLOB:
+            continue
+        node: Any = None
+        if kind == MAP or kind == SEQ or kind == TEXT:
+            try:
+                node = unpackb(memoryview(data)[1:], ext_hook=hook)
+            except Exception:  # (decoded again below, to be named)
+                node = None
+        if type(node) is not list or len(node) < 4:
+            _, node = decode_node(oid, data, hook=hook)  # raises what is wrong with it
+        into[oid] = kind, node
+        if node[1]:
+            refs += node[3] if kind == MAP else node[2]
+        else:
+            at = node[4] if kind == TEXT else node[3]
+            if at:
+                values = node[2]
+                refs += [values[i] for i in at]
+    return refs
+
+
 def children_of(kind: int, node: list[Any]) -> list[bytes]:
     """The ids a decoded node refers to."""
     if node[1]:

@@ -20,7 +20,7 @@ from threading import Lock
 from typing import Any, NamedTuple, overload
 
 from snapvc.encoding.adapters import adapter_for_name
-from snapvc.encoding.nodes import TAG_DICT, TAG_STR, TAG_TUPLE, children_of, decode_node
+from snapvc.encoding.nodes import TAG_DICT, TAG_STR, TAG_TUPLE, decode_level, decode_node
 from snapvc.encoding.values import ext_hook
 from snapvc.errors import (
     CorruptObjectError,
@@ -183,10 +183,13 @@ class Loader:
     def fetch_many(self, ids: list[bytes], keep: int | None = None) -> dict[bytes, bytes]:
         """The bytes of ``ids``, from the cache or the store; what the store gave is
         cached (with ``keep``, only its first ``keep`` bytes: ``kept`` says how many)."""
-        out: dict[bytes, bytes] = {}
         self.kept = 0
-        missing: list[bytes] = []
         cache = self.cache
+        cached: list[Any] = list(map(cache.get, ids))
+        if None not in cached:  # (a state read before: every object in the cache, found in C-speed passes)
+            return dict(zip(ids, cached))
+        out: dict[bytes, bytes] = {}
+        missing: list[bytes] = []
         for oid in ids:
             data = cache.get(oid)
             if data is None:
@@ -265,24 +268,18 @@ class Loader:
                 batch = frontier[start : start + _FETCH_BATCH]
                 found = self.fetch_many(batch, keep=max(cache.bulk_bytes - kept, 0))
                 kept += self.kept
-                for fid in batch:
-                    data = raw[fid] = found[fid]
-                    if data[:1] == _BLOB_KIND:
-                        continue  # a chunk's bytes are taken as they are (``_Builder._text_into``)
-                    kind, node = decoded[fid] = decode_node(fid, data, hook=hook)
-                    refs += children_of(kind, node)
+                raw.update(found)
+                # (a chunk's bytes, a BLOB, are taken as they are: ``_Builder._text_into``)
+                refs += decode_level(found, batch, hook, decoded)
             frontier = self._unheld(refs, raw, held)
         return _Builder(decoded, raw, built, self.fetch, hook, cache, held).build(oid)
 
     def _unheld(self, refs: list[bytes], raw: dict[bytes, bytes], held: dict[bytes, str | bytes]) -> list[bytes]:
         """Of ``refs``, those still to read: not read yet (``raw``), nor a long str or
         bytes value the cache keeps, which is taken into ``held`` instead."""
-        get_text = self.cache.get_text
+        new = [ref for ref in dict.fromkeys(refs) if ref not in raw and ref not in held]
         unread = []
-        for ref in dict.fromkeys(refs):
-            if ref in raw or ref in held:
-                continue
-            known = get_text(ref)
+        for ref, known in zip(new, map(self.cache.get_text, new)):
             if known is None:
                 unread.append(ref)
             else:
@@ -428,8 +425,14 @@ class _Builder:
                 values[i] = self.build(values[i])
             items += values
         else:
+            decoded = self.decoded
             for child in node[2]:
-                self._seq_into(self._take(child)[1], items)
+                got = decoded.pop(child, None)
+                below = got[1] if got is not None else self._take(child)[1]
+                if below[1] == 0 and not below[3]:  # a leaf holding no reference: its items as decoded
+                    items += below[2]
+                else:
+                    self._seq_into(below, items)
 
     def _text_into(self, node: list[Any], parts: list[Any]) -> None:
         if node[1] == 0:
