@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import snapvc
+from snapvc.repository import core
 from tests.test_chunking import commit_fails, fresh_tree
 from tests.test_commit_shapes import count_encoded
 
@@ -135,3 +136,66 @@ def test_a_commit_on_a_fork_leaves_what_the_parent_cache_says(rebuilt: bool) -> 
     repo.commit(forked, branch="fork")
     assert repo._encode_caches["refs/heads/main"] is main_cache
     assert said(main_cache) == before
+
+
+@pytest.mark.parametrize("create_first", [False, True], ids=["forked as used", "all created first"])
+def test_every_fork_finds_its_parents_cache_however_many_branches_there_are(
+        create_first: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """More branches than the caches always kept (``_MAX_BRANCH_CACHES``): each first
+    commit on a fork still costs the change, whether the branches were all made before
+    the first of them was committed to or each just before its commit, and a fork
+    committed to again later still costs its change."""
+    repo = snapvc.open("memory://")
+    state = history(300)
+    repo.commit(state)
+    calls = count_encoded(monkeypatch)
+    state = step(state, 300, rebuilt=True)
+    calls[0] = 0
+    repo.commit(state)
+    ordinary = calls[0]
+    names = [f"fork-{i}" for i in range(3 * core._MAX_BRANCH_CACHES // 2)]
+    if create_first:
+        for name in names:
+            repo.branch(name, at="main")
+    costs = []
+    forks = {}
+    for i, name in enumerate(names):
+        if not create_first:
+            repo.branch(name, at="main")
+        forks[name] = step(state, 1000 + i, rebuilt=True)
+        calls[0] = 0
+        c = repo.commit(forks[name], branch=name)
+        costs.append(calls[0])
+        assert stored_right(repo, c, forks[name]), name
+    for i, name in enumerate(names):  # each again, oldest first
+        forks[name] = step(forks[name], 2000 + i, rebuilt=True)
+        calls[0] = 0
+        c = repo.commit(forks[name], branch=name)
+        costs.append(calls[0])
+        assert stored_right(repo, c, forks[name]), name
+    assert max(costs) == ordinary <= 4, (costs, ordinary)
+
+
+def test_past_the_budget_the_least_recently_used_caches_go_not_a_forks_parent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``_BRANCH_CACHES_BYTES`` only ``_MAX_BRANCH_CACHES`` caches are kept, the
+    least recently used going first; a cache a branch was just forked from counts as used."""
+    monkeypatch.setattr(core, "_BRANCH_CACHES_BYTES", 0)
+    repo = snapvc.open("memory://")
+    state = history(300)
+    repo.commit(state)
+    main_cache = repo._encode_caches["refs/heads/main"]
+    calls = count_encoded(monkeypatch)
+    state = step(state, 300, rebuilt=True)
+    calls[0] = 0
+    repo.commit(state)
+    ordinary = calls[0]
+    for i in range(2 * core._MAX_BRANCH_CACHES):
+        repo.branch(f"fork-{i}", at="main")
+        forked = step(state, 1000 + i, rebuilt=True)
+        calls[0] = 0
+        c = repo.commit(forked, branch=f"fork-{i}")
+        assert calls[0] == ordinary, (i, calls[0], ordinary)
+        assert stored_right(repo, c, forked)
+        assert len(repo._encode_caches) <= core._MAX_BRANCH_CACHES
+    assert repo._encode_caches["refs/heads/main"] is main_cache
+    assert "refs/heads/fork-0" not in repo._encode_caches

@@ -489,6 +489,12 @@ class EncodeCache:
         """About how many bytes the records by path keep alive (see ``ByPath``)."""
         return sum(memo.old_bytes + memo.new_bytes for memo in (self.paths, self.chunks, self.adoptable))
 
+    def size_bytes(self) -> int:
+        """About how many bytes this cache keeps alive: its records by path and its
+        entries (what its owner weighs against a budget; entries shared with a fork are
+        counted in each)."""
+        return self.path_bytes() + _RECORD_BYTES * (len(self.old) + len(self.new) + len(self.loaded))
+
     def get(self, obj: Any) -> CacheEntry | None:
         """The entry of ``obj`` (this very object), if the last commit, this one or the
         last load made one; it is kept for the next commit from then on."""

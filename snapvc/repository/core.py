@@ -70,7 +70,12 @@ __all__ = ["RepositoryCore", "open_repository", "DEFAULT_BRANCH"]
 
 DEFAULT_BRANCH = "main"
 _GC_RETRIES = 3
+# Branches' encode caches: this many are always kept (the most recently used); more are
+# kept while all of them together hold at most ``_BRANCH_CACHES_BYTES``, as estimated
+# (``EncodeCache.size_bytes``, shared entries counted in each cache), so that a fork's
+# first commit finds its parent's cache whatever the number of branches.
 _MAX_BRANCH_CACHES = 8
+_BRANCH_CACHES_BYTES = 256 << 20
 _PREFETCH_COMMITS = 256
 _MAX_CACHED_COMMITS = 200_000
 # The most commits an encode cache's encodings may come
@@ -425,15 +430,27 @@ class RepositoryCore:
 
     def _cache_holding(self, oid: ObjectId) -> EncodeCache | None:
         """The most recently used encode cache that holds commit ``oid`` (stored or loaded
-        it last: ``EncodeCache.sources``), if one does."""
-        return next((c for c in reversed(self._encode_caches.values()) if oid in c.sources), None)
+        it last: ``EncodeCache.sources``), if one does; it counts as used now (a branch
+        forked from it next finds it too, however many forks were made before)."""
+        caches = self._encode_caches
+        ref = next((r for r in reversed(caches) if oid in caches[r].sources), None)
+        if ref is None:
+            return None
+        holder = caches[ref] = caches.pop(ref)  # most recently used last
+        return holder
 
     def _keep_encode_cache(self, ref: str, cache: EncodeCache) -> None:
-        self._encode_caches.pop(ref, None)
-        self._encode_caches[ref] = cache  # most recently used last
-        while len(self._encode_caches) > _MAX_BRANCH_CACHES:
-            oldest = next(iter(self._encode_caches))
-            del self._encode_caches[oldest]
+        """Keep ``cache`` as ``ref``'s, the most recently used; the least recently used
+        others go past ``_MAX_BRANCH_CACHES`` while all hold more than ``_BRANCH_CACHES_BYTES``."""
+        caches = self._encode_caches
+        caches.pop(ref, None)
+        caches[ref] = cache  # most recently used last
+        if len(caches) <= _MAX_BRANCH_CACHES:
+            return
+        held = sum(c.size_bytes() for c in caches.values())
+        while len(caches) > _MAX_BRANCH_CACHES and held > _BRANCH_CACHES_BYTES:
+            oldest = next(iter(caches))
+            held -= caches.pop(oldest).size_bytes()
             self._loads.pop(oldest, None)
 
     def _may_rely_on(self, cache: EncodeCache, parents: tuple[ObjectId, ...]) -> bool:

@@ -70,6 +70,8 @@ class SqliteBackend(Backend):
         super().__init__(location, objects, refs, commits)
         self.file = file
         self._clock = clock
+        # (the file's data version, the gc epoch) when the epoch was last read (``gc_epoch``)
+        self._epoch: tuple[int, int] | None = None
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -83,14 +85,29 @@ class SqliteBackend(Backend):
             yield
 
     def gc_epoch(self) -> int:
-        stored = self.file.get_meta("gc_epoch")
-        if stored is not None and not (type(stored) is str and stored.isascii() and stored.isdigit()):
-            # Guessing would let a writer keep caches that may name deleted objects.
-            raise self.file.damaged({"table 'meta' key 'gc_epoch'": f"it {wrong(stored)}, not a count of sweeps"})
-        return int(stored or 0)
+        """The count of sweeps, read again only when another connection wrote to the file
+        since it was last read (``SqliteFile.data_version``, read first: a write landing
+        between the two reads changes it again) or this one bumped it: a commit checks it
+        in its transaction without a read of table ``meta``."""
+        with self.file.lock:
+            version = self.file.data_version()
+            known = self._epoch
+            if known is not None and known[0] == version:
+                return known[1]
+            stored = self.file.get_meta("gc_epoch")
+            if stored is not None and not (type(stored) is str and stored.isascii() and stored.isdigit()):
+                # Guessing would let a writer keep caches that may name deleted objects.
+                raise self.file.damaged({"table 'meta' key 'gc_epoch'": f"it {wrong(stored)}, not a count of sweeps"})
+            epoch = int(stored or 0)
+            self._epoch = (version, epoch)
+            return epoch
 
     def bump_gc_epoch(self) -> None:
-        self.file.set_meta("gc_epoch", str(self.gc_epoch() + 1))
+        self._epoch = None
+        try:
+            self.file.set_meta("gc_epoch", str(self.gc_epoch() + 1))
+        finally:
+            self._epoch = None  # read again: the transaction it joined may yet roll back
 
     def get_setting(self, key: str) -> str | None:
         return self.file.get_meta(f"setting:{key}")

@@ -368,15 +368,13 @@ def _insert_lean(c: sqlite3.Connection, oid: object, tree: object, parents: Iter
     if isinstance(parents, (tuple, list)):
         first = parents[0] if parents else None
         more = b"".join(parents[1:]) or None
-        if first is not None:
-            row = c.execute("SELECT n FROM commits WHERE id = ?", (first,)).fetchone()
-            if row is not None:
-                first = row[0]
     else:  # a damaged ``parents`` column: kept whole, and read as damaged
         first, more = None, parents
+    # The first parent: its row number when the index holds it, else its id (or NULL).
     c.execute(
         "INSERT INTO commits (id, tree, parent, more_parents, author, time_us, message, metadata, generation) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+        "VALUES (?1, ?2, coalesce((SELECT n FROM commits WHERE id = ?3), ?3), ?4, ?5, ?6, ?7, ?8, ?9) "
+        "ON CONFLICT (id) DO NOTHING",
         (oid, tree, first, more, author, time_us, message,
          _lean_metadata(metadata) if type(metadata) is str else metadata, generation),
     )

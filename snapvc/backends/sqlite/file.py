@@ -195,6 +195,9 @@ class SqliteFile:
             raise RepositoryError(f"cannot open {str(self.path)!r}: {exc}") from None
         self.lock = threading.RLock()
         self._depth = 0
+        # ``PRAGMA data_version`` as read in the write transaction in progress (None: not
+        # read in it yet): no other connection commits before it ends (``data_version``).
+        self._write_version: int | None = None
         self._schema: set[str] = set()  # the names in sqlite_master, as ``_setup`` and ``make_tables`` know them
         # Called, newest first, when the write transaction in progress rolls back: a store
         # drops what it remembered of that write (``on_rollback``).
@@ -343,6 +346,17 @@ class SqliteFile:
             self.conn.execute(f"PRAGMA synchronous={SYNCHRONOUS[durability]}")
             self.durability = durability
 
+    def data_version(self) -> int:
+        """SQLite's ``PRAGMA data_version`` (the caller holds the lock): another number once
+        another connection committed a write since this one last read it. Read once in a
+        write transaction, which no other connection's write can follow until it ends."""
+        if self._depth and self._write_version is not None:
+            return self._write_version
+        version: int = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        if self._depth:
+            self._write_version = version
+        return version
+
     def get_meta(self, key: str) -> str | None:
         with self.reading(f"the setting {key!r} of table 'meta'"):
             row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -430,6 +444,7 @@ class SqliteFile:
             except sqlite3.Error as exc:  # locked by another writer past the busy timeout, and the like
                 raise RepositoryError(f"{str(self.path)!r}: cannot start a write: {exc}") from exc
             self._depth = 1
+            self._write_version = None
             try:
                 yield self.conn
                 self.conn.execute("COMMIT")
@@ -448,6 +463,7 @@ class SqliteFile:
                 raise
             finally:
                 self._depth = 0
+                self._write_version = None
         self._maybe_checkpoint()
 
     def _maybe_checkpoint(self) -> None:

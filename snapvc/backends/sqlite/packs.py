@@ -314,8 +314,7 @@ class SqlitePackStore:
 
     def _current(self) -> None:
         """Bring the directory up to date with the file (the caller holds the lock)."""
-        c = self.file.conn
-        version = c.execute("PRAGMA data_version").fetchone()[0]
+        version = self.file.data_version()
         if self._loaded and version == self._data_version:
             return
         generation = self.file.get_meta("pack_generation")
@@ -715,22 +714,26 @@ class SqlitePackStore:
             self._loaded = False
             self._readers.clear()
 
+    # Past every number given so far (sqlite_sequence keeps the highest even when its row
+    # is gone), never only past the rows there are now.
+    _NEXT_NUMBER = ("max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'packs'), 0), "
+                    "coalesce((SELECT max(number) FROM packs), 0)) + 1")
+
     def _next_number(self) -> int:
-        # Past every number given so far (sqlite_sequence keeps the highest even when its
-        # row is gone), never only past the rows there are now.
-        row = self.file.conn.execute(
-            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'packs'), 0), "
-            "coalesce((SELECT max(number) FROM packs), 0)) + 1").fetchone()
-        number: int = row[0]
+        number: int = self.file.conn.execute(f"SELECT {self._NEXT_NUMBER}").fetchone()[0]
         return number
 
     def _put_block(self, items: list[tuple[ObjectId, bytes]], now: int) -> None:
         writing = self._writing
         if writing is not None:
-            row = self.file.conn.execute("SELECT state, stream FROM packs WHERE number = ?", (writing.last,)).fetchone()
-            if row is None or tuple(row) != (OPEN, writing.stream) or writing.stream not in self._streams:
+            # The open stream's last block as the file has it, and the next number, in one read.
+            state, stream, number = self.file.conn.execute(
+                f"SELECT (SELECT state FROM packs WHERE number = ?1), (SELECT stream FROM packs WHERE number = ?1), "
+                f"{self._NEXT_NUMBER}", (writing.last,)).fetchone()
+            if (state, stream) != (OPEN, writing.stream) or writing.stream not in self._streams:
                 writing = self._writing = None  # rewritten by a gc or a sealer meanwhile
-        number = self._next_number()
+        else:
+            number = self._next_number()
         if writing is None:
             compressor = zstandard.ZstdCompressor(level=WRITE_LEVEL, write_content_size=False,
                                                   write_checksum=False).compressobj()

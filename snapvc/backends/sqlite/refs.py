@@ -153,6 +153,13 @@ class SqliteRefStore:
         expected = ref_target(expected, "expected")
         new = ref_target(new, "new")
         with self.file.transaction() as c:
+            if expected is not None and new is not None and expected != new:
+                # The usual move, compared and made in one statement; when it changed no
+                # row, the read below says why (another target, none, or a damaged one).
+                if c.execute("UPDATE refs SET target = ? WHERE name = ? AND target = ?",
+                             (new, name, expected)).rowcount == 1:
+                    self._log(name, expected, new, reason)
+                    return True
             row = c.execute("SELECT target FROM refs WHERE name = ?", (name,)).fetchone()
             if (None if row is None else self._target(name, row[0])) != expected:
                 return False
@@ -318,8 +325,14 @@ def _add_lean_entry(c: sqlite3.Connection, ref: int, seq: int | None, old: objec
     """Log one entry of ref number ``ref`` in the lean layout (``seq``: the next of the
     ref, unless given). The values may be damaged ones being copied (``upgrade_to_lean``):
     they are stored as they are."""
-    last = c.execute("SELECT r.seq, r.new, c.id FROM reflog r LEFT JOIN commits c ON typeof(r.new) = 'integer' "
-                     "AND c.n = r.new WHERE r.ref = ? ORDER BY r.seq DESC LIMIT 1", (ref,)).fetchone()
+    # The ref's last entry, and the commit row of ``new`` (if it is an id the index holds), in one read.
+    new_id = new if isinstance(new, bytes) and len(new) == ID_SIZE else None
+    found = c.execute(
+        "SELECT l.seq, l.new, l.id, k.n, k.message FROM (SELECT 1) "
+        "LEFT JOIN (SELECT r.seq, r.new, c.id FROM reflog r LEFT JOIN commits c ON typeof(r.new) = 'integer' "
+        "AND c.n = r.new WHERE r.ref = ? ORDER BY r.seq DESC LIMIT 1) l "
+        "LEFT JOIN (SELECT n, message FROM commits WHERE id = ?) k", (ref, new_id)).fetchone()
+    last = None if found[0] is None else found[:3]
     before = None if last is None else _resolved_new(last[1], last[2])
     if seq is None:
         seq = 1 if last is None else int(last[0]) + 1
@@ -329,12 +342,10 @@ def _add_lean_entry(c: sqlite3.Connection, ref: int, seq: int | None, old: objec
     else:
         stored_old = _ABSENT if old is None else old
     stored_new, stored_reason = new, reason
-    if isinstance(new, bytes) and len(new) == ID_SIZE:
-        row = c.execute("SELECT n, message FROM commits WHERE id = ?", (new,)).fetchone()
-        if row is not None:
-            stored_new = row[0]
-            if type(row[1]) is str and reason == commit_reason(row[1]):
-                stored_reason = None
+    if new_id is not None and found[3] is not None:
+        stored_new = found[3]
+        if type(found[4]) is str and reason == commit_reason(found[4]):
+            stored_reason = None
     c.execute("INSERT INTO reflog (ref, seq, old, new, time, reason) VALUES (?, ?, ?, ?, ?, ?)",
               (ref, seq, stored_old, stored_new, when, stored_reason))
 
