@@ -81,6 +81,8 @@ class LengthFigures:
     steps: int
     commit_median_s: float
     commit_last_s: float
+    commit_thread_median_s: float  # the committing thread's CPU alone (no background sealing)
+    commit_thread_last_s: float
     fork_first_s: float
     checkout_s: float
     fresh_checkout_s: float
@@ -156,13 +158,16 @@ def _length(workload: AgentRun, steps: int, folder: Path, peers: bool, fresh: in
     sqlite_puts: list[float] = []
     memory_puts: list[float] = []
     commits: list[float] = []
+    thread_commits: list[float] = []
     state = workload.initial_state()
     for i in range(steps + 1):
         if i:
             state = workload.step_rebuilt(state, i)
+        t0 = time.thread_time()
         spent, _ = _cpu(repo.commit, state, branch=BRANCH, message=f"step {i}")
         if i:
             commits.append(spent)
+            thread_commits.append(time.thread_time() - t0)
         if sqlite_thread is not None and memory_thread is not None:
             sqlite_puts.append(sqlite_thread.put(state, i, time.process_time))
             memory_puts.append(memory_thread.put(state, i, time.process_time))
@@ -224,6 +229,8 @@ def _length(workload: AgentRun, steps: int, folder: Path, peers: bool, fresh: in
         steps=steps,
         commit_median_s=median(commits),
         commit_last_s=median(commits[-WINDOW:]),
+        commit_thread_median_s=median(thread_commits),
+        commit_thread_last_s=median(thread_commits[-WINDOW:]),
         fork_first_s=median(forks),
         checkout_s=median(checkouts),
         fresh_checkout_s=median(fresh_checkouts),
@@ -329,6 +336,10 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
     rows = [
         row("commit, median of every step", lambda f: duration(f.commit_median_s)),
         row(f"commit, median of the last {WINDOW}", lambda f: duration(f.commit_last_s)),
+        row("commit, median of every step, the committing thread's CPU (no background sealing)",
+            lambda f: duration(f.commit_thread_median_s)),
+        row(f"commit, median of the last {WINDOW}, the committing thread's CPU",
+            lambda f: duration(f.commit_thread_last_s)),
         row(
             f"first commit on a new branch (median of {FORKS} forks)",
             lambda f: f"{duration(f.fork_first_s)} ({ratio(f.fork_first_s, f.commit_last_s)} a commit)",
@@ -362,6 +373,8 @@ def section(results: dict[str, PartResult], scale: Scale, seed: int) -> Section:
         (f"peak RSS, {first.steps:,}-step run with a checkout every 10th step", size(value.rss_bytes)),
         (f"commit, last-{WINDOW} median: {value.lengths[-1].steps:,} steps / {first.steps:,}",
          ratio(value.lengths[-1].commit_last_s, first.commit_last_s)),
+        (f"commit, the committing thread's CPU, last-{WINDOW} median: {value.lengths[-1].steps:,} steps / "
+         f"{first.steps:,}", ratio(value.lengths[-1].commit_thread_last_s, first.commit_thread_last_s)),
     ], "Memory and growth"))  # fmt: skip
     return Section(
         NAME,
