@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import snapvc
+from snapvc.encoding import cache, identity
 from snapvc.repository import core
 from tests.test_chunking import commit_fails, fresh_tree
 from tests.test_commit_shapes import count_encoded
@@ -199,3 +200,42 @@ def test_past_the_budget_the_least_recently_used_caches_go_not_a_forks_parent(mo
         assert len(repo._encode_caches) <= core._MAX_BRANCH_CACHES
     assert repo._encode_caches["refs/heads/main"] is main_cache
     assert "refs/heads/fork-0" not in repo._encode_caches
+
+
+def count_version_readers(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A counter of the readers made for whole runs of dicts' version numbers, those a
+    snapshot keeps for its next checks (``DictVersions.reader``)."""
+    made = [0]
+    reader = identity.DictVersions.reader
+
+    def counting(self: identity.DictVersions, places: Any) -> Any:
+        made[0] += len(places) == cache._VERSIONS_AT_ONCE
+        return reader(self, places)
+
+    monkeypatch.setattr(identity.DictVersions, "reader", counting)
+    return made
+
+
+def test_the_first_commit_on_a_fork_reads_version_numbers_with_the_readers_made_before(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fork's copy of a long list's entry (``CacheEntry.copy``) keeps the readers of
+    its snapshot's version numbers: its first check makes no more of them than a commit
+    on the parent does, however long the history."""
+    if identity.dict_versions() is None:
+        pytest.skip("this interpreter keeps no dict version numbers")
+    repo = snapvc.open("memory://")
+    state = history(1600)  # 3,200 dicts below the list: three full runs of version places
+    repo.commit(state)
+    made = count_version_readers(monkeypatch)
+    state = step(state, 1600, rebuilt=True)
+    repo.commit(state)
+    made[0] = 0
+    state = step(state, 1601, rebuilt=True)
+    repo.commit(state)
+    ordinary = made[0]
+    repo.branch("fork", at="main")
+    forked = step(state, 1602, rebuilt=True)
+    made[0] = 0
+    c = repo.commit(forked, branch="fork")
+    assert made[0] == ordinary == 0, (made[0], ordinary)
+    assert stored_right(repo, c, forked)

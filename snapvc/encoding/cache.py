@@ -320,9 +320,13 @@ class DeepSnapshot:
         return len(self.dicts) + len(self.vdicts) + len(self.seqs) + len(self.objs)
 
     def copy(self) -> DeepSnapshot:
-        """A snapshot recording the same, whose lists are its own."""
+        """A snapshot recording the same, whose lists are its own. The readers of the
+        version numbers' places come along: the places are the same, and a reader is
+        never changed, only made or dropped (``truncate``), so the copy's first check
+        reads the numbers without making them again."""
         other = DeepSnapshot()
         other.add_all(self)
+        other._readers = list(self._readers)
         return other
 
     def truncate(self, sizes: tuple[int, ...]) -> None:
