@@ -439,3 +439,23 @@ def test_a_long_list_is_built_without_a_python_call_a_node(tmp_path: Path) -> No
             sys.setprofile(None)
         assert built == state
         assert calls < stored // 2, (calls, stored)
+
+
+@pytest.mark.parametrize("rev", ["fork", "refs/heads/fork"])
+def test_a_checkout_teaches_the_branch_its_name_was_looked_up_through(tmp_path: Path, rev: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A branch named short or in full (HEAD is on another branch): the next commit on it
+    costs the change, in a repository object that never committed the state."""
+    path = tmp_path / "r.snapvc"
+    state = {"messages": [{"i": i, "text": f"message {i} " * 20, "meta": {"n": [i]}} for i in range(200)]}
+    with snapvc.open(path) as repo:
+        repo.commit(state)
+        repo.branch("fork", at="main")
+    with snapvc.open(path) as repo:
+        got = repo.checkout(rev)
+        calls = count_encoded_below(monkeypatch)
+        got["messages"].append({"i": "appended"})
+        c = repo.commit(got, branch="fork")
+        assert calls[0] <= 1, calls[0]  # the new element: none of the 200 others
+        assert repo.get_commit(c.id).tree == fresh_tree(got)
+        assert repo.checkout("main") == state

@@ -70,3 +70,29 @@ def test_a_ref_moved_by_another_connection_is_not_swapped(tmp_path: Path) -> Non
         assert repo.refs.get("refs/heads/main") == second.id
         assert repo.refs.compare_and_swap("refs/heads/main", second.id, third.id, "test")
         assert [e.new for e in other.reflog("main")] == [third.id, second.id, first.id]
+
+
+def statements_of_a_checkout(repo: snapvc.Repository, rev: str) -> list[str]:
+    ran: list[str] = []
+    conn = repo.backend.file.conn
+    conn.set_trace_callback(ran.append)
+    try:
+        repo.checkout(rev)
+    finally:
+        conn.set_trace_callback(None)
+    return ran
+
+
+def test_a_checkout_of_a_branch_reads_its_ref_once(tmp_path: Path) -> None:
+    """The lookup of the name (``refs/<name>`` first, as git looks, then the branch: each
+    a symbolic and a direct ref) tells which branch the state is taught to; the ref is
+    not read again to find out. The commit, its objects and the nodes are cached."""
+    with snapvc.open(tmp_path / "r.snapvc") as repo:
+        state = {"messages": [{"role": "user", "content": f"step {i} " * 40} for i in range(50)]}
+        repo.commit(state)
+        repo.checkout("main")
+        ran = statements_of_a_checkout(repo, "main")
+        assert len(ran) == 4, "\n".join(ran)
+        assert sum("FROM refs WHERE name = 'refs/heads/main'" in s for s in ran) == 1, ran
+        ran = statements_of_a_checkout(repo, "HEAD")  # HEAD's branch, through HEAD itself
+        assert len(ran) == 3, "\n".join(ran)

@@ -40,7 +40,7 @@ from snapvc.refs.names import (
     short_name,
 )
 
-__all__ = ["Rev", "parse_rev", "resolve_rev", "FIRST_PARENTS", "NTH_PARENT", "REFLOG"]
+__all__ = ["Rev", "parse_rev", "resolve_rev", "resolve_rev_ref", "FIRST_PARENTS", "NTH_PARENT", "REFLOG"]
 
 FIRST_PARENTS = "~"
 NTH_PARENT = "^"
@@ -190,6 +190,19 @@ def resolve_rev(
     nothing (or walks past a root commit), ``AmbiguousRevisionError`` for an id prefix
     matching several objects.
     """
+    return resolve_rev_ref(text, refs=refs, find_prefix=find_prefix, parents=parents)[0]
+
+
+def resolve_rev_ref(
+    text: str,
+    *,
+    refs: RefStore,
+    find_prefix: Callable[[str], list[ObjectId]],
+    parents: Callable[[ObjectId], tuple[ObjectId, ...]],
+) -> tuple[ObjectId, str]:
+    """``resolve_rev``, with the full name of the direct ref whose value it is (symbolic
+    refs followed), as read in the same lookup: ``""`` when ``text`` is not a ref's name
+    alone (an id, or a name with ``~``, ``^`` or ``@{N}`` steps)."""
     rev = parse_rev(text)
     steps = rev.steps
     found = _find_ref(refs, rev, text)
@@ -241,7 +254,7 @@ def resolve_rev(
                 )
                 raise UnknownRevisionError(f"{text}: {where} {what}, so it has no parent {n}")
             current = found_parents[n - 1]
-    return current
+    return current, "" if steps else full
 
 
 def _from_reflog(refs: RefStore, full: str, n: int, text: str) -> ObjectId:

@@ -54,11 +54,10 @@ from snapvc.refs.names import (
     HEADS,
     TAGS,
     branch_ref,
-    ref_name_problem,
     short_name,
     tag_ref,
 )
-from snapvc.refs.revs import resolve_rev
+from snapvc.refs.revs import resolve_rev_ref
 from snapvc.repository.history import FieldVersions, HistoryEntry, PathProbe, path_changes, path_history, touches
 from snapvc.store.codec import open_object_store
 
@@ -198,12 +197,17 @@ class RepositoryCore:
     def resolve(self, rev: str | ObjectId = "HEAD") -> ObjectId:
         """The commit id ``rev`` names: a branch, tag, id prefix, ``HEAD``, ``rev~N``,
         ``rev^N`` or ``ref@{N}``."""
+        return self._resolve_ref(rev)[0]
+
+    def _resolve_ref(self, rev: str | ObjectId) -> tuple[ObjectId, str]:
+        """``resolve``, with the full name of the ref ``rev`` names alone, read in the same
+        lookup (``""`` for an id, or a rev with steps such as ``main~1``)."""
         self._require_open()
         if isinstance(rev, ObjectId):
-            return rev
-        oid = resolve_rev(rev, refs=self.refs, find_prefix=self._find_prefix, parents=self._parents)
+            return rev, ""
+        oid, ref = resolve_rev_ref(rev, refs=self.refs, find_prefix=self._find_prefix, parents=self._parents)
         self.get_commit(oid, rev=rev)
-        return oid
+        return oid, ref
 
     def _find_prefix(self, prefix: str) -> list[ObjectId]:
         # Commits live in the commit index; older repositories have them in the store too.
@@ -647,13 +651,13 @@ class RepositoryCore:
         """The state at ``rev`` as a fresh dict (a deep copy you may change). A read:
         HEAD stays where it is (``switch`` moves it). The next commit of the state, changed,
         to the branch ``rev`` names (or HEAD's, for any other rev) costs the change."""
-        commit = self.get_commit(self.resolve(rev))
+        # The branch whose cache learns the state is the one ``rev`` was looked up
+        # through (symbolic refs followed: HEAD gives its branch), by the same read.
+        oid, ref = self._resolve_ref(rev)
+        commit = self.get_commit(oid)
         built = BuildLog()
         state: dict[str, Any] = self.loader.materialize(commit.tree, built)
-        branch = None
-        if isinstance(rev, str) and ref_name_problem(HEADS + rev) is None and self.refs.get(HEADS + rev) is not None:
-            branch = HEADS + rev
-        self._seed(branch, commit, built)
+        self._seed(ref if ref.startswith(HEADS) else None, commit, built)
         return state
 
     def load_state(self, commit_id: ObjectId, ref: str) -> dict[str, Any]:
