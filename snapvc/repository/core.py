@@ -650,7 +650,8 @@ class RepositoryCore:
     def checkout(self, rev: str | ObjectId = "HEAD") -> dict[str, Any]:
         """The state at ``rev`` as a fresh dict (a deep copy you may change). A read:
         HEAD stays where it is (``switch`` moves it). The next commit of the state, changed,
-        to the branch ``rev`` names (or HEAD's, for any other rev) costs the change."""
+        to the branch ``rev`` names (short or in full; HEAD's for ``HEAD`` and any other
+        rev) costs the change."""
         # The branch whose cache learns the state is the one ``rev`` was looked up
         # through (symbolic refs followed: HEAD gives its branch), by the same read.
         oid, ref = self._resolve_ref(rev)
