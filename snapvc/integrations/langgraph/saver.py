@@ -17,9 +17,9 @@ parent checkpoint              the commit's parent
 a fork (``update_state`` or a  the branch moves to the new line; the line it leaves
 put on an earlier checkpoint)  keeps a branch ``<branch>/+fork/<its head's short id>``
 pending writes                 the branch ``<branch>/+writes``: ``{"writes": {checkpoint
-                               id: its writes}, "latest": the writes last put}``, a
-                               write ``[task_id, channel, value, task_path, idx]``; a
-                               commit per ``put_writes``
+                               id: its writes}, "latest": the last writes holding a
+                               serialized value}``, a write ``[task_id, channel, value,
+                               task_path, idx]``; a commit per ``put_writes``
 =============================  =========================================================
 
 The latest checkpoint of a thread is its branch's tip: the last one put (``repo.reset``
@@ -104,7 +104,7 @@ FORKS: Final = "/+fork/"  # <branch>/+fork/<short commit id>: a line the branch 
 WRITES: Final = "/+writes"  # <branch>/+writes: the pending writes of the branch's checkpoints
 _REWRITE: Final = "/+rewrite"  # a scratch branch while lines are rewritten
 _PAST: Final = "writes"  # in the writes branch's state: checkpoint id -> its writes
-_LATEST: Final = "latest"  # ... and the writes last put, again (sorts before "writes")
+_LATEST: Final = "latest"  # ... and the last holding a serialized value, again (sorts before "writes")
 _MAX_STATES = 16  # working copies kept, of thread branches and of writes branches each
 _LIST_BATCH = 64  # checkpoints a listing reads and builds at a time
 
