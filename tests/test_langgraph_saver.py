@@ -432,3 +432,21 @@ def test_the_page_runs_and_its_snapvc_commands_read_the_thread(tmp_path: Path, m
     assert '~ plan: "by train" → "step 3"' in out["diff"]
     assert "- ['branch:to:think']: null" in out["diff"]  # LangGraph's trigger channel, gone at the end
     assert '"content": "thought 3"' in out["checkout"]
+
+
+def test_plain_writes_are_stored_once_and_a_serialized_one_is_kept_for_the_next(tmp_path: Path) -> None:
+    # Only a write serialized to bytes (a Send carries the whole history) is kept again
+    # under "latest", for the next such write to be stored as a delta of it; a plain
+    # write (a message) is encoded once, under its checkpoint, and "latest" stays.
+    message = {"role": "assistant", "content": "an answer", "meta": {"model": "m", "usage": {"in": 3, "out": 5}}}
+    with SnapvcSaver(tmp_path / "writes.snapvc") as saver:
+        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        config = saver.put(config, _checkpoint(1, {"n": 1}, {"n": 1}), {"source": "loop", "step": 1}, {"n": 1})
+        sent = Send("tools", {"history": [f"message {i}" for i in range(50)]})
+        saver.put_writes(config, [("__pregel_tasks", sent)], "task-1")
+        kept = saver.repo.checkout("t/+writes")["latest"]
+        config = saver.put(config, _checkpoint(2, {"n": 2}, {"n": 2}), {"source": "loop", "step": 2}, {"n": 2})
+        saver.put_writes(config, [("messages", [message])], "task-2")
+        stored = saver.repo.checkout("t/+writes")
+        assert stored["latest"] == kept and stored["writes"]["1f000000-0000-6000-8000-000000000002"][0][2] == [message]
+        assert saver.get_tuple(config).pending_writes == [("task-2", "messages", [message])]

@@ -17,9 +17,9 @@ parent checkpoint              the commit's parent
 a fork (``update_state`` or a  the branch moves to the new line; the line it leaves
 put on an earlier checkpoint)  keeps a branch ``<branch>/+fork/<its head's short id>``
 pending writes                 the branch ``<branch>/+writes``: ``{"writes": {checkpoint
-                               id: its writes}, "latest": the writes last put}``, a
-                               write ``[task_id, channel, value, task_path, idx]``; a
-                               commit per ``put_writes``
+                               id: its writes}, "latest": the last writes holding a
+                               serialized value}``, a write ``[task_id, channel, value,
+                               task_path, idx]``; a commit per ``put_writes``
 =============================  =========================================================
 
 The latest checkpoint of a thread is its branch's tip: the last one put (``repo.reset``
@@ -104,7 +104,7 @@ FORKS: Final = "/+fork/"  # <branch>/+fork/<short commit id>: a line the branch 
 WRITES: Final = "/+writes"  # <branch>/+writes: the pending writes of the branch's checkpoints
 _REWRITE: Final = "/+rewrite"  # a scratch branch while lines are rewritten
 _PAST: Final = "writes"  # in the writes branch's state: checkpoint id -> its writes
-_LATEST: Final = "latest"  # ... and the writes last put, again (sorts before "writes")
+_LATEST: Final = "latest"  # ... and the last holding a serialized value, again (sorts before "writes")
 _MAX_STATES = 16  # working copies kept, of thread branches and of writes branches each
 _LIST_BATCH = 64  # checkpoints a listing reads and builds at a time
 
@@ -797,15 +797,18 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                          new: builtins.list[builtins.list[Any]], replaced: dict[int, builtins.list[Any]], thread_id: str,
                          message: str) -> None:
         """Commit the writes: new ones appended (copies: nothing stays watched), replaced
-        ones set; the checkpoint's writes again under ``"latest"``, the same object, so each
-        step's writes are stored as a delta of the step before's."""
+        ones set. Writes holding a serialized value (a ``Send`` carries the graph's whole
+        state) are kept again under ``"latest"``, so that the next such value is stored as
+        a delta of this one (``_refill``); other writes leave ``"latest"`` as it is, and
+        are encoded once."""
         state = self._writes_state(branch)
         try:
             for i, entry in replaced.items():
                 state.set((_PAST, checkpoint_id, i), entry)
             state.extend((_PAST, checkpoint_id), new)
             everything = [replaced.get(i, entry) for i, entry in enumerate(stored)] + new
-            _refill(state, (_LATEST,), [list(e) for e in everything])
+            if any(_delta_worthy(e[2]) for e in everything):
+                _refill(state, (_LATEST,), [list(e) for e in everything])
             while True:
                 try:
                     state.snapshot(message=message)
@@ -823,8 +826,8 @@ class SnapvcSaver(BaseCheckpointSaver[int]):
                     wrapped = self._serialize(entry[2], f"thread {thread_id!r}, checkpoint {checkpoint_id}: the write "
                                                         f"to {entry[1]!r} of task {entry[0]}")
                     entry[2] = wrapped
-                    state.set((_LATEST, i, 2), wrapped)
                     state.set((_PAST, checkpoint_id, i, 2), wrapped)
+                    _refill(state, (_LATEST,), [list(e) for e in everything])  # now delta-worthy
         except BaseException:
             self._write_states.pop(branch, None)  # nothing half-made stays in the working copy
             raise
@@ -942,6 +945,12 @@ def _refill(state: State, path: tuple[str, ...], values: builtins.list[Any]) -> 
     for i in reversed(range(len(held))):
         state.delete((*path, i))
     state.extend(path, values)
+
+
+def _delta_worthy(value: Any) -> bool:
+    """Whether a write's value is bytes, or serialized to bytes, that the next write's
+    may repeat: kept under ``"latest"`` to be stored as a delta of."""
+    return type(value) is bytes or is_serialized(value)
 
 
 def _not_in(ids: set[ObjectId]) -> Callable[[Commit], bool]:
