@@ -89,7 +89,15 @@ from snapvc.backends.sqlite.layout import WALK_BYTES, read_order
 from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError, SnapvcError
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported, with_prefix
-from snapvc.store.codec import BLOCK_MAX, MAX_OBJECT, WINDOW_MAX, BlockFeeder, FrameReader, decompress_bounded
+from snapvc.store.codec import (
+    BLOCK_MAX,
+    MAX_OBJECT,
+    WINDOW_MAX,
+    BlockFeeder,
+    FrameReader,
+    decompress_bounded,
+    raw_frame_body,
+)
 
 __all__ = ["SqlitePackStore", "OPEN", "FINISHED", "PACKED", "SEALED", "STREAM_BLOCKS", "STREAM_BYTES", "PACK_BYTES",
            "JOIN_BYTES", "SEAL_LEVEL", "SEAL_TABLE_LOG", "SEAL_SEARCH_LOG", "SEAL_MIN_MATCH", "SEAL_STRATEGY",
@@ -622,6 +630,16 @@ class SqlitePackStore:
                     c.execute("COMMIT")
 
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
+        return self._read(ids, unframe=False)[1]
+
+    def get_unframed_many(self, ids: Iterable[ObjectId]) -> tuple[dict[ObjectId, bytes], dict[ObjectId, bytes]]:
+        return self._read(ids, unframe=True)
+
+    def _read(self, ids: Iterable[ObjectId], unframe: bool) -> tuple[dict[ObjectId, bytes], dict[ObjectId, bytes]]:
+        """(canonical bytes, frames) of ``ids``: each object's bytes copied once out of its
+        stream's decoded bytes, a whole raw frame's without its header if ``unframe``
+        (``raw_frame_body``), any other frame as it is."""
+        canonical: dict[ObjectId, bytes] = {}
         out: dict[ObjectId, bytes] = {}
         with self._snapshot():
             self._current()
@@ -636,15 +654,21 @@ class SqlitePackStore:
                 try:
                     decoded = self._decoded(stream, end, last)
                 except CorruptObjectError as exc:
-                    if len(out) + len(wanted) == 1 and len(by_stream) == 1:
+                    if len(by_stream) == 1 and len(wanted) == 1:
                         raise
                     # As a damaged page of a format 2 file: the batch fails as a whole, and
                     # a reader that must know which objects (fsck) reads them one by one.
                     raise RepositoryError(f"{str(self.file.path)!r}: objects of pack {stream} cannot be read "
                                           f"({exc}); run 'snapvc fsck'") from None
-                for offset, length, oid in wanted:
-                    out[oid] = bytes(decoded[offset : offset + length])
-        return out
+                with memoryview(decoded) as view:
+                    for offset, length, oid in wanted:
+                        end = offset + length
+                        body = raw_frame_body(decoded, offset, end) if unframe else None
+                        if body is None:
+                            out[oid] = view[offset:end].tobytes()
+                        else:
+                            canonical[oid] = view[body:end].tobytes()
+        return canonical, out
 
     def get(self, oid: ObjectId) -> bytes:
         found = self.get_many([oid])
