@@ -7,9 +7,10 @@ the order was chosen, and by any reader: the format is unchanged)."""
 
 from __future__ import annotations
 
+import gc
 import random
-import tracemalloc
 import sqlite3
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -353,3 +354,30 @@ def test_a_fresh_read_copies_each_objects_bytes_once_out_of_the_decoded_pack(tmp
     # Decoded bytes and the objects' bytes, and what a dict of them and the pack's
     # directory take beside (~200 bytes an object): no frame of each (another `declared`).
     assert declared + handed <= peak <= declared + handed + 256 * len(ids) + BLOCK_MAX, (peak, declared, len(ids))
+
+
+def test_the_index_of_a_files_ids_adds_no_object_for_the_cyclic_gc_to_track(tmp_path: Path) -> None:
+    """Counted on a newly opened file: indexing every id (a checkout's lookups) keeps one
+    int an id (its row and place in it, the offset found from the row when asked), no
+    tuple an id that the cyclic garbage collector would walk at every collection."""
+    path = tmp_path / "r.snapvc"
+    state = _run(path)
+    _, ids, _, _ = _pack(path)
+    with snapvc.open(path) as repo:
+        store = repo.backend.objects
+        store.get_many([])  # the directory is loaded, nothing indexed yet
+        assert store._where == {} and store._unindexed
+        for block in store._blocks.values():
+            assert block.ids  # (the ids as the rows give them, before the count)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            before = len(gc.get_objects())
+            store.has_many([])
+            tracked = len(gc.get_objects()) - before
+        finally:
+            if collecting:
+                gc.enable()
+        assert set(store._where) == set(ids) and len(ids) > 300
+        assert tracked <= 4, tracked
+        assert repo.checkout("main") == state
