@@ -7,8 +7,10 @@ the order was chosen, and by any reader: the format is unchanged)."""
 
 from __future__ import annotations
 
+import gc
 import random
 import sqlite3
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from snapvc.backends.sqlite import layout, packs
 from snapvc.encoding.nodes import children_of, decode_node
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.objects import BLOB, MAP, SEQ, TEXT
-from snapvc.store.codec import BLOCK_MAX
+from snapvc.store.codec import BLOCK_MAX, decode_frame
 
 
 def _words(rng: random.Random, n: int) -> str:
@@ -322,3 +324,60 @@ def test_a_read_of_a_pack_decodes_to_the_object_it_asks_for_and_not_a_block_beyo
         repo.store.get_many([oid])
         reader = repo.backend.objects._readers[number]
         assert len(reader.decoded) == declared and reader.ended and reader.decompressor is None
+
+
+def test_a_fresh_read_copies_each_objects_bytes_once_out_of_the_decoded_pack(tmp_path: Path) -> None:
+    """Counted with tracemalloc on a newly opened repository: a read of every object of a
+    sealed pack holds at most the pack's decoded bytes and one copy of each object's
+    bytes, not a frame of each beside them (the store hands its raw frames' canonical
+    bytes out, ``get_unframed_many``); what it hands out is what a read of the frames
+    gives."""
+    path = tmp_path / "r.snapvc"
+    _run(path)
+    number, ids, lengths, _ = _pack(path)
+    declared = sum(lengths)
+    wanted = [ObjectId(oid) for oid in ids]
+    with snapvc.open(path) as repo:
+        repo.backend.objects.has_many([])  # the directory is loaded before the count starts
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            got = repo.store.get_many(wanted)
+            peak = tracemalloc.get_traced_memory()[1] - before
+        finally:
+            tracemalloc.stop()
+        assert len(repo.backend.objects._readers[number].decoded) == declared
+        frames = repo.backend.objects.get_many(wanted)
+    handed = sum(map(len, got.values()))
+    assert declared - handed == sum(len(frame) - len(got[oid]) for oid, frame in frames.items()) > 0
+    assert all(decode_frame(oid, frames[oid]) == data for oid, data in got.items())
+    # Decoded bytes and the objects' bytes, and what a dict of them and the pack's
+    # directory take beside (~200 bytes an object): no frame of each (another `declared`).
+    assert declared + handed <= peak <= declared + handed + 256 * len(ids) + BLOCK_MAX, (peak, declared, len(ids))
+
+
+def test_the_index_of_a_files_ids_adds_no_object_for_the_cyclic_gc_to_track(tmp_path: Path) -> None:
+    """Counted on a newly opened file: indexing every id (a checkout's lookups) keeps one
+    int an id (its row and place in it, the offset found from the row when asked), no
+    tuple an id that the cyclic garbage collector would walk at every collection."""
+    path = tmp_path / "r.snapvc"
+    state = _run(path)
+    _, ids, _, _ = _pack(path)
+    with snapvc.open(path) as repo:
+        store = repo.backend.objects
+        store.get_many([])  # the directory is loaded, nothing indexed yet
+        assert store._where == {} and store._unindexed
+        for block in store._blocks.values():
+            assert block.ids  # (the ids as the rows give them, before the count)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            before = len(gc.get_objects())
+            store.has_many([])
+            tracked = len(gc.get_objects()) - before
+        finally:
+            if collecting:
+                gc.enable()
+        assert set(store._where) == set(ids) and len(ids) > 300
+        assert tracked <= 4, tracked
+        assert repo.checkout("main") == state

@@ -713,6 +713,13 @@ def test_every_backend_declares_its_capabilities_and_each_declared_one_works(
             open_object_store(backend.objects).put_many([(big, data)])
         assert (backend.objects.get(big)[0] == CODEC_RAW) is caps.compresses
         assert open_object_store(other.objects).get(big) == data
+        # ... and hands out their canonical bytes, any other frame as it is
+        if caps.compresses:
+            assert backend.objects.get_unframed_many([big, oid, ObjectId.of(b"absent")]) == (
+                {big: data}, {oid: frame})
+        else:
+            with pytest.raises(UnsupportedOperationError, match="get_unframed_many"):
+                backend.objects.get_unframed_many([big])
     finally:
         if other is not backend:
             other.close()
@@ -730,8 +737,8 @@ class _Declaring:
         self.calls: list[str] = []
 
     def __getattr__(self, name: str) -> object:
-        if name in ("dictionaries", "put_dictionary", "refresh"):
-            ability = "dictionaries" if name != "refresh" else "refresh"
+        if name in ("dictionaries", "put_dictionary", "refresh", "get_unframed_many"):
+            ability = {"refresh": "refresh", "get_unframed_many": "compresses"}.get(name, "dictionaries")
             if not getattr(self.capabilities, ability):
                 pytest.fail(f"{name} was called on a store that does not declare {ability!r}")
             self.calls.append(name)

@@ -59,7 +59,8 @@ class StoreCapabilities:
     ``compresses``: it compresses what it keeps itself, across objects and commits (the
     packs of a format 3 SQLite file), so ``CompressedStore`` hands it raw frames (codec 0):
     a frame compressed alone, or as a delta, would only hide the bytes its own
-    compression would find again.
+    compression would find again. It reads them back without their headers
+    (``get_unframed_many``).
     """
 
     dictionaries: bool = False
@@ -139,6 +140,13 @@ class RawObjectStore(ObjectStore, Protocol):
 
     def refresh(self) -> None:
         """Read what other clients stored since this one last looked (``capabilities.refresh``)."""
+        ...
+
+    def get_unframed_many(self, ids: Iterable[ObjectId]) -> tuple[dict[ObjectId, bytes], dict[ObjectId, bytes]]:
+        """``get_many`` of a store that keeps raw frames (``capabilities.compresses``), the
+        frame headers left behind: the canonical bytes of each id whose frame is a whole
+        raw frame (``snapvc.store.codec.raw_frame_body``), copied once from where the store
+        keeps them, and the frame of every other id present (for ``decode_frame``)."""
         ...
 
 

@@ -51,6 +51,7 @@ from snapvc.store.base import CanonicalStore, ObjectStore, RawObjectStore, Store
 
 __all__ = [
     "CompressedStore", "VerifiedStore", "open_object_store", "encode_frame", "encode_delta_frame", "decode_frame",
+    "raw_frame_body",
     "Dictionary", "train_dictionary", "MAX_DELTA_DEPTH", "decompress_bounded", "BlockFeeder", "FrameReader", "BLOCK_MAX",
     "WINDOW_MAX",
 ]
@@ -285,7 +286,7 @@ class _BadVarint(Exception):
     caller turns it into a ``CorruptObjectError`` naming the object, or skips the frame."""
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def _read_varint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
     shift = 0
     value = 0
     while True:
@@ -375,6 +376,23 @@ def train_dictionary(samples: list[bytes]) -> bytes | None:
         return zstandard.train_dictionary(DICTIONARY_BYTES, inputs, level=ZSTD_LEVEL).as_bytes()
     except zstandard.ZstdError:
         return None
+
+
+def raw_frame_body(buffer: bytes | bytearray, start: int, end: int) -> int | None:
+    """Where the canonical bytes of the raw frame (codec 0) in ``buffer[start:end]``
+    begin, if that is a raw frame whose header states exactly the bytes that follow it
+    (at most ``MAX_OBJECT``); None for any other frame, which ``decode_frame`` decodes
+    or names as damaged. A store that keeps raw frames hands out the bytes from there
+    on without copying the frame first."""
+    if start >= end or buffer[start] != CODEC_RAW:
+        return None
+    try:
+        size, pos = _read_varint(buffer, start + 1)
+    except _BadVarint:
+        return None
+    if pos > end or size != end - pos or size > MAX_OBJECT:
+        return None
+    return pos
 
 
 def encode_delta_frame(data: bytes, base_id: ObjectId, base: bytes, depth: int) -> bytes | None:
@@ -756,7 +774,20 @@ class CompressedStore(_PassThrough[RawObjectStore]):
                     wanted.append(oid)
         if not wanted:
             return out
-        frames = self.inner.get_many(wanted)
+        if self._raw_frames:
+            # Raw frames: the store hands out their canonical bytes, taken out of the frames
+            # where it keeps them (one copy, not a frame's and then its bytes'); a frame
+            # that is not a whole raw frame comes as a frame, decoded (or named) below.
+            unframed, frames = self.inner.get_unframed_many(wanted)
+            if unframed:
+                out.update(unframed)
+                with self._lock:
+                    for oid, body in unframed.items():
+                        self._remember(oid, body, 0)
+            if not frames:
+                return out
+        else:
+            frames = self.inner.get_many(wanted)
         bases = {oid: frame_base(oid, frame) for oid, frame in frames.items() if frame and frame[0] == CODEC_ZSTD_DELTA}
         base_bytes = self._read_bases(bases, _depth) if bases else {}
         decoded = self._decode_batch(frames) if len(frames) >= PARALLEL_ITEMS else {}

@@ -79,5 +79,8 @@ class MemoryObjectStore:
     def refresh(self) -> None:
         raise unsupported(self, "refresh")
 
+    def get_unframed_many(self, ids: Iterable[ObjectId]) -> tuple[dict[ObjectId, bytes], dict[ObjectId, bytes]]:
+        raise unsupported(self, "get_unframed_many")
+
     def close(self) -> None:
         pass

@@ -9,7 +9,7 @@ from snapvc.backends.s3.client import PreconditionFailed
 from snapvc.backends.s3.packs import Packs
 from snapvc.errors import ObjectNotFoundError
 from snapvc.ids import ObjectId
-from snapvc.store.base import StoreCapabilities, StoreSizes, with_prefix
+from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported, with_prefix
 
 __all__ = ["S3ObjectStore"]
 
@@ -36,6 +36,9 @@ class S3ObjectStore:
     def refresh(self) -> None:
         """Read the packs other writers added since this client last looked."""
         self.packs.refresh()
+
+    def get_unframed_many(self, ids: Iterable[ObjectId]) -> tuple[dict[ObjectId, bytes], dict[ObjectId, bytes]]:
+        raise unsupported(self, "get_unframed_many")
 
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
         return self.packs.get_frames(ids)

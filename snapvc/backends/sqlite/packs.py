@@ -81,6 +81,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from itertools import accumulate
 
 import zstandard
 
@@ -89,7 +90,15 @@ from snapvc.backends.sqlite.layout import WALK_BYTES, read_order
 from snapvc.errors import CorruptObjectError, ObjectNotFoundError, RepositoryError, SnapvcError
 from snapvc.ids import ID_SIZE, ObjectId
 from snapvc.store.base import StoreCapabilities, StoreSizes, unsupported, with_prefix
-from snapvc.store.codec import BLOCK_MAX, MAX_OBJECT, WINDOW_MAX, BlockFeeder, FrameReader, decompress_bounded
+from snapvc.store.codec import (
+    BLOCK_MAX,
+    MAX_OBJECT,
+    WINDOW_MAX,
+    BlockFeeder,
+    FrameReader,
+    decompress_bounded,
+    raw_frame_body,
+)
 
 __all__ = ["SqlitePackStore", "OPEN", "FINISHED", "PACKED", "SEALED", "STREAM_BLOCKS", "STREAM_BYTES", "PACK_BYTES",
            "JOIN_BYTES", "SEAL_LEVEL", "SEAL_TABLE_LOG", "SEAL_SEARCH_LOG", "SEAL_MIN_MATCH", "SEAL_STRATEGY",
@@ -149,6 +158,10 @@ FETCH_BYTES = 64 << 10
 SEARCHES = 64
 # Decoded bytes kept for reads, across streams (the least recently read go first).
 CACHE_BYTES = 64 << 20
+# An entry of the index of ids: the row's number shifted by _ROW bits, or'd with the
+# object's place among the row's ids (a row holds far fewer than 2**32 objects).
+_ROW = 32
+_PLACE = (1 << _ROW) - 1
 # The most decoded bytes a stream or pack may declare (its rows' sizes, added up): what a
 # writer makes is far less (STREAM_BYTES and a block, JOIN_BYTES), unless one frame is
 # larger, which is at most a canonical object's limit. A row declaring more is damaged:
@@ -220,6 +233,7 @@ class _Block:
     raw_ids: bytes  # its ``ids`` column
     lengths: list[int]  # each object's frame length, in order
     _ids: list[bytes] | None = None
+    _offsets: list[int] | None = None
 
     @property
     def ids(self) -> list[bytes]:
@@ -239,8 +253,13 @@ class _Block:
             at = raw.find(oid, at + 1)
         if at == -1:
             return None
-        index = at // ID_SIZE
-        return self.start + sum(self.lengths[:index]), self.lengths[index]
+        return self.place(at // ID_SIZE)
+
+    def place(self, index: int) -> tuple[int, int]:
+        """(offset in its stream, length) of its ``index``-th object."""
+        if self._offsets is None:
+            self._offsets = list(accumulate(self.lengths, initial=self.start))
+        return self._offsets[index], self.lengths[index]
 
 
 class _StreamReader:
@@ -292,7 +311,9 @@ class SqlitePackStore:
         file.make_tables(_SCHEMA)
         # id -> (block, offset in stream, length), of every row but the newest ``_unindexed``:
         # read through ``_indexed`` or ``_locate``.
-        self._where: dict[bytes, tuple[int, int, int]] = {}
+        # id -> its row's number << _ROW | its place among the row's ids (``_where_is``):
+        # one int an id, made in C-speed passes, where a tuple an id cost twice the time
+        self._where: dict[bytes, int] = {}
         self._unindexed: list[int] = []  # the rows whose ids are not in ``_where`` yet, in order
         self._searches = 0  # lookups answered by a search of the rows since the directory was loaded
         self._blocks: dict[int, _Block] = {}
@@ -395,9 +416,9 @@ class SqlitePackStore:
         self._blocks[number] = _Block(number, stream, state, float(mtime), start, sum(lengths), ids, lengths)  # type: ignore[arg-type]  # a number: checked above
         self._unindexed.append(number)
 
-    def _indexed(self) -> dict[bytes, tuple[int, int, int]]:
-        """The whole directory's index, id -> (block, offset in stream, length): the rows
-        not in it yet are added (the caller holds the lock)."""
+    def _indexed(self) -> dict[bytes, int]:
+        """The whole directory's index, id -> its row and place in it (``_where_is``): the
+        rows not in it yet are added (the caller holds the lock)."""
         if self._unindexed:
             where = self._where
             for number in self._unindexed:
@@ -405,13 +426,16 @@ class SqlitePackStore:
                 if block is None:
                     continue
                 held = len(where)
-                offset = block.start
-                for oid, length in zip(block.ids, block.lengths):
-                    where[oid] = (number, offset, length)
-                    offset += length
+                first = number << _ROW
+                where.update(zip(block.ids, range(first, first + len(block.ids))))  # a later row's over an earlier's
                 self._copies += len(block.ids) - (len(where) - held)
             self._unindexed.clear()
         return self._where
+
+    def _where_is(self, entry: int) -> tuple[int, int, int]:
+        """(row, offset in its stream, length) of an object from its ``_where`` entry."""
+        number = entry >> _ROW
+        return (number, *self._blocks[number].place(entry & _PLACE))
 
     def _locate(self, oid: bytes) -> tuple[int, int, int] | None:
         """Where ``oid`` is, as ``_indexed()`` has it (the caller holds the lock). The first
@@ -419,11 +443,14 @@ class SqlitePackStore:
         search the rows' ``ids`` columns instead, the newest row first (a read of a few
         objects in a fresh process: indexing every id would cost more than the read);
         the lookup after those indexes every row."""
-        found = self._where.get(oid)
-        if found is not None or not self._unindexed:
-            return found
+        entry = self._where.get(oid)
+        if entry is not None:
+            return self._where_is(entry)
+        if not self._unindexed:
+            return None
         if self._searches >= SEARCHES:
-            return self._indexed().get(oid)
+            entry = self._indexed().get(oid)
+            return None if entry is None else self._where_is(entry)
         self._searches += 1
         for number in reversed(self._unindexed):
             block = self._blocks.get(number)
@@ -447,7 +474,7 @@ class SqlitePackStore:
             if block is None:
                 continue
             for oid in block.ids:
-                if self._where.get(oid, (None,))[0] == number:
+                if self._where.get(oid, -1) >> _ROW == number:
                     del self._where[oid]
             self._streams.pop(block.stream, None)
             self._readers.pop(block.stream, None)
@@ -455,10 +482,8 @@ class SqlitePackStore:
             return
         # Ids also held by a surviving row (put twice) point there again.
         for block in self._blocks.values():
-            offset = block.start
-            for oid, length in zip(block.ids, block.lengths, strict=True):
-                self._where.setdefault(oid, (block.number, offset, length))
-                offset += length
+            for place, oid in enumerate(block.ids):
+                self._where.setdefault(oid, block.number << _ROW | place)
 
     def _bump_generation(self) -> None:
         """Record, in the current transaction, that rows were replaced (other processes
@@ -622,6 +647,16 @@ class SqlitePackStore:
                     c.execute("COMMIT")
 
     def get_many(self, ids: Iterable[ObjectId]) -> dict[ObjectId, bytes]:
+        return self._read(ids, unframe=False)[1]
+
+    def get_unframed_many(self, ids: Iterable[ObjectId]) -> tuple[dict[ObjectId, bytes], dict[ObjectId, bytes]]:
+        return self._read(ids, unframe=True)
+
+    def _read(self, ids: Iterable[ObjectId], unframe: bool) -> tuple[dict[ObjectId, bytes], dict[ObjectId, bytes]]:
+        """(canonical bytes, frames) of ``ids``: each object's bytes copied once out of its
+        stream's decoded bytes, a whole raw frame's without its header if ``unframe``
+        (``raw_frame_body``), any other frame as it is."""
+        canonical: dict[ObjectId, bytes] = {}
         out: dict[ObjectId, bytes] = {}
         with self._snapshot():
             self._current()
@@ -636,15 +671,21 @@ class SqlitePackStore:
                 try:
                     decoded = self._decoded(stream, end, last)
                 except CorruptObjectError as exc:
-                    if len(out) + len(wanted) == 1 and len(by_stream) == 1:
+                    if len(by_stream) == 1 and len(wanted) == 1:
                         raise
                     # As a damaged page of a format 2 file: the batch fails as a whole, and
                     # a reader that must know which objects (fsck) reads them one by one.
                     raise RepositoryError(f"{str(self.file.path)!r}: objects of pack {stream} cannot be read "
                                           f"({exc}); run 'snapvc fsck'") from None
-                for offset, length, oid in wanted:
-                    out[oid] = bytes(decoded[offset : offset + length])
-        return out
+                with memoryview(decoded) as view:
+                    for offset, length, oid in wanted:
+                        end = offset + length
+                        body = raw_frame_body(decoded, offset, end) if unframe else None
+                        if body is None:
+                            out[oid] = view[offset:end].tobytes()
+                        else:
+                            canonical[oid] = view[body:end].tobytes()
+        return canonical, out
 
     def get(self, oid: ObjectId) -> bytes:
         found = self.get_many([oid])
@@ -656,7 +697,7 @@ class SqlitePackStore:
         with self._snapshot() as c:
             self._current()
             where = self._indexed()
-            found = {oid: where[oid][0] for oid in ids if oid in where}
+            found = {oid: where[oid] >> _ROW for oid in ids if oid in where}
             # Their rows, asked of the file: a write it skipped (a trigger, a damaged
             # file) must not count as stored, though this process remembers writing it.
             rows: set[int] = set()
@@ -682,7 +723,7 @@ class SqlitePackStore:
         with self._snapshot():
             self._current()
             where = self._indexed()
-            return {oid: self._blocks[found[0]].time for oid in ids if (found := where.get(oid)) is not None}
+            return {oid: self._blocks[found >> _ROW].time for oid in ids if (found := where.get(oid)) is not None}
 
     def sizes(self) -> StoreSizes:
         with self._snapshot():
@@ -791,7 +832,7 @@ class SqlitePackStore:
             present = {oid for oid in doomed if oid in where}
             if not present:
                 return 0
-            streams = sorted({self._blocks[where[oid][0]].stream for oid in present})
+            streams = sorted({self._blocks[where[oid] >> _ROW].stream for oid in present})
             for stream in streams:
                 blocks = [self._blocks[n] for n in self._streams[stream]]
                 kept: list[tuple[ObjectId, bytes]] = []
@@ -1019,10 +1060,10 @@ class SqlitePackStore:
         def lookup(oid: bytes) -> bytes | None:
             with self._snapshot():
                 self._current()
-                found = self._indexed().get(oid)
-                if found is None:
+                entry = self._indexed().get(oid)
+                if entry is None:
                     return None
-                number, offset, length = found
+                number, offset, length = self._where_is(entry)
                 stream = self._blocks[number].stream
                 reader = self._readers.get(stream)
                 cost = offset + length - (len(reader.decoded) if reader is not None else 0)
