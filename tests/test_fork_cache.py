@@ -239,3 +239,30 @@ def test_the_first_commit_on_a_fork_reads_version_numbers_with_the_readers_made_
     c = repo.commit(forked, branch="fork")
     assert made[0] == ordinary == 0, (made[0], ordinary)
     assert stored_right(repo, c, forked)
+
+
+def test_keeping_a_branchs_cache_weighs_that_cache_only_however_many_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The caches' sizes are a running total: a commit on one of many branches (an agent's
+    sessions, each a branch) estimates the size of its own cache, not of every cache kept,
+    and the total stays the sum of the kept caches' last estimates."""
+    repo = snapvc.open("memory://")
+    repo.commit({"events": [message(0)]})
+    for i in range(1, 40):
+        repo.branch(f"session-{i}", at="main")
+        repo.commit({"events": [message(i)]}, branch=f"session-{i}")
+    assert len(repo._encode_caches) == 40  # (far below the budget: all kept)
+    weighed = [0]
+    size_bytes = cache.EncodeCache.size_bytes
+
+    def counting(self: cache.EncodeCache) -> int:
+        weighed[0] += 1
+        return size_bytes(self)
+
+    monkeypatch.setattr(cache.EncodeCache, "size_bytes", counting)
+    repo.commit({"events": [message(1), message(2)]}, branch="session-7")
+    assert weighed[0] <= 2, weighed[0]
+    assert repo._caches_bytes == sum(repo._cache_sizes.values())
+    assert set(repo._cache_sizes) == set(repo._encode_caches)
+    repo.delete_branch("session-7")
+    assert set(repo._cache_sizes) == set(repo._encode_caches)
+    assert repo._caches_bytes == sum(repo._cache_sizes.values())

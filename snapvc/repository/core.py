@@ -71,10 +71,11 @@ DEFAULT_BRANCH = "main"
 _GC_RETRIES = 3
 # Branches' encode caches: this many are always kept (the most recently used); more are
 # kept while all of them together hold at most ``_BRANCH_CACHES_BYTES``, as estimated
-# (``EncodeCache.size_bytes``, shared entries counted in each cache), so that a fork's
-# first commit finds its parent's cache whatever the number of branches.
+# (``EncodeCache.size_bytes`` when each was last kept, shared entries counted in each
+# cache: a running total, so that keeping one costs the same with 10,000 branches as with
+# ten), so that a fork's first commit finds its parent's cache whatever the number of branches.
 _MAX_BRANCH_CACHES = 8
-_BRANCH_CACHES_BYTES = 256 << 20
+_BRANCH_CACHES_BYTES = 64 << 20
 _PREFETCH_COMMITS = 256
 _MAX_CACHED_COMMITS = 200_000
 # The most commits an encode cache's encodings may come
@@ -116,6 +117,9 @@ class RepositoryCore:
         self._author = author  # None: ``_default_author()``, looked up by the first commit that needs it
         self.loader = Loader(self.store.get_many, ObjectCache(cache_bytes))
         self._encode_caches: dict[str, EncodeCache] = {}
+        # Each kept cache's estimated size when it was last kept, and their sum.
+        self._cache_sizes: dict[str, int] = {}
+        self._caches_bytes = 0
         # ref -> (its encode cache, what the state loaded last for it was built as): taught
         # to that cache by the next commit on the ref (``_seed``), if the cache is still its
         self._loads: dict[str, tuple[EncodeCache, LoadRecord]] = {}
@@ -335,6 +339,8 @@ class RepositoryCore:
     def _forget_cached(self) -> None:
         """Empty every cache this object owns (the caller holds ``write_lock``)."""
         self._encode_caches.clear()
+        self._cache_sizes.clear()
+        self._caches_bytes = 0
         self._loads.clear()
         self.store.forget_all()
         self.loader.cache.clear()
@@ -449,13 +455,17 @@ class RepositoryCore:
         caches = self._encode_caches
         caches.pop(ref, None)
         caches[ref] = cache  # most recently used last
-        if len(caches) <= _MAX_BRANCH_CACHES:
-            return
-        held = sum(c.size_bytes() for c in caches.values())
-        while len(caches) > _MAX_BRANCH_CACHES and held > _BRANCH_CACHES_BYTES:
-            oldest = next(iter(caches))
-            held -= caches.pop(oldest).size_bytes()
-            self._loads.pop(oldest, None)
+        size = cache.size_bytes()
+        self._caches_bytes += size - self._cache_sizes.get(ref, 0)
+        self._cache_sizes[ref] = size
+        while len(caches) > _MAX_BRANCH_CACHES and self._caches_bytes > _BRANCH_CACHES_BYTES:
+            self._drop_encode_cache(next(iter(caches)))
+
+    def _drop_encode_cache(self, ref: str) -> None:
+        """Forget ``ref``'s encode cache and what a load recorded for it."""
+        self._encode_caches.pop(ref, None)
+        self._caches_bytes -= self._cache_sizes.pop(ref, 0)
+        self._loads.pop(ref, None)
 
     def _may_rely_on(self, cache: EncodeCache, parents: tuple[ObjectId, ...]) -> bool:
         """Whether a commit with ``parents`` may reuse what ``cache`` names without storing
@@ -565,8 +575,7 @@ class RepositoryCore:
         if self.refs.get_symbolic("HEAD") == ref:
             raise RefError(ref, f"cannot delete branch {name!r}: HEAD is on it; check out another branch first")
         old = self._move(ref, None, "branch: deleted", must_exist=True)
-        self._encode_caches.pop(ref, None)
-        self._loads.pop(ref, None)
+        self._drop_encode_cache(ref)
         assert old is not None
         return old
 
