@@ -266,3 +266,23 @@ def test_keeping_a_branchs_cache_weighs_that_cache_only_however_many_are_kept(mo
     repo.delete_branch("session-7")
     assert set(repo._cache_sizes) == set(repo._encode_caches)
     assert repo._caches_bytes == sum(repo._cache_sizes.values())
+
+
+def test_checking_out_many_branches_keeps_the_load_records_of_the_last_few_only() -> None:
+    """A load's record holds the state it built until the commit that follows; checking
+    out every branch of many (listing an agent's sessions) keeps only the last
+    ``_MAX_BRANCH_CACHES`` records, and a branch checked out again is still taught."""
+    repo = snapvc.open("memory://")
+    repo.commit({"events": [message(0)]})
+    names = [f"session-{i}" for i in range(3 * core._MAX_BRANCH_CACHES)]
+    for i, name in enumerate(names):
+        repo.branch(name, at="main")
+        repo.commit({"events": [message(i), message(i + 1)]}, branch=name)
+    for name in names:
+        repo.checkout(name)
+    assert len(repo._loads) == core._MAX_BRANCH_CACHES
+    assert set(repo._loads) == {f"refs/heads/{name}" for name in names[-core._MAX_BRANCH_CACHES:]}
+    state = repo.checkout(names[0])
+    state["events"].append(message(99))
+    c = repo.commit(state, branch=names[0])
+    assert stored_right(repo, c, state)

@@ -75,7 +75,7 @@ _GC_RETRIES = 3
 # cache: a running total, so that keeping one costs the same with 10,000 branches as with
 # ten), so that a fork's first commit finds its parent's cache whatever the number of branches.
 _MAX_BRANCH_CACHES = 8
-_BRANCH_CACHES_BYTES = 64 << 20
+_BRANCH_CACHES_BYTES = 32 << 20
 _PREFETCH_COMMITS = 256
 _MAX_CACHED_COMMITS = 200_000
 # The most commits an encode cache's encodings may come
@@ -698,7 +698,13 @@ class RepositoryCore:
                         cache.sources.clear()
                 cache.sources.add(commit.id)
             cache.start_loading()
+            # What a load recorded holds the state it built, for the commit that follows:
+            # the most recent _MAX_BRANCH_CACHES are kept (listing many branches' states
+            # keeps none of the others alive).
+            self._loads.pop(key, None)
             self._loads[key] = (cache, record)
+            while len(self._loads) > _MAX_BRANCH_CACHES:
+                del self._loads[next(iter(self._loads))]
 
     def _teach(self, ref: str, cache: EncodeCache) -> None:
         """Teach ``cache``, about to encode a commit on ``ref``, what the state loaded last
